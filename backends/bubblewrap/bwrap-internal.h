@@ -1,0 +1,112 @@
+/* Internals of the bubblewrap backend, shared with its unit tests. */
+#ifndef MAELYS_BWRAP_INTERNAL_H
+#define MAELYS_BWRAP_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "maelys/backend.h"
+
+/* Where the helper is visible inside the sandbox. */
+#define MAELYS__BWRAP_HELPER_DEST "/.maelys/helper"
+/* Size of the read-only root tmpfs: it only holds mount points. */
+#define MAELYS__BWRAP_RO_ROOT_SIZE 1048576
+/* Size of each mode-000 DENY overlay. */
+#define MAELYS__BWRAP_DENY_SIZE 4096
+
+typedef enum maelys__bwrap_kind {
+  MAELYS__BWRAP_DIRECTORY = 1,
+  MAELYS__BWRAP_FILE = 2,
+  MAELYS__BWRAP_OTHER = 3 /* socket, device, fifo */
+} maelys__bwrap_kind_t;
+
+/* What the resolver learnt of a host path it opened. */
+typedef struct maelys__bwrap_source {
+  maelys__bwrap_kind_t kind;
+  uint64_t dev, ino;
+  uint32_t owner, group;
+  /* Every ancestor is searchable and the object readable by "other": an
+   * unprivileged uid can reach it by path. */
+  bool world_accessible;
+} maelys__bwrap_source_t;
+
+/*
+ * The side effects of the lowering, injectable so that unit tests run it
+ * without touching the filesystem. open() opens `path` with O_PATH without
+ * following any symbolic link (a symlink anywhere in it is -ELOOP), returning
+ * a descriptor or a negative errno.
+ */
+typedef struct maelys__bwrap_resolver {
+  void* ctx;
+  int (*open)(void* ctx, const char* path, maelys__bwrap_source_t* info);
+  int (*create_dir)(void* ctx, const char* path);
+  void (*close)(void* ctx, int fd);
+} maelys__bwrap_resolver_t;
+
+typedef struct maelys__bwrap_env {
+  const maelys__bwrap_resolver_t* resolver;
+  const char* helper_path; /* host path of the helper */
+  bool host_root;          /* stage binds and drop to the sandbox uid */
+  uint32_t sandbox_uid, sandbox_gid;
+  const char* staging_dir;
+  bool disable_userns;
+  /* Payload descriptors from 3 up that the helper keeps (protocol,
+   * channels); everything else from 3 to payload_fd_limit-1 is closed. */
+  int payload_fd_limit;
+  const int* keep_fds;
+  size_t keep_count;
+  /* Child descriptors of the launched bwrap: */
+  int stderr_fd;      /* the payload's real stderr */
+  int status_fd;      /* the helper's status channel */
+  int seccomp_fd;     /* the BPF program */
+  int json_status_fd; /* bwrap's --json-status-fd */
+  int first_extra_fd; /* the first descriptor the lowering asks for */
+} maelys__bwrap_env_t;
+
+/* A host path the child stages for a privileged host (see backend.h). */
+typedef struct maelys__bwrap_stage {
+  char* source;
+  uint64_t dev, ino;
+  bool is_directory;
+  uint32_t owner, group;
+} maelys__bwrap_stage_t;
+
+/* An extra descriptor: an opened source, or -1 for an empty data file (the
+ * glue creates an empty memfd there). */
+typedef struct maelys__bwrap_lowered {
+  char** args; /* the --args memfd content, NUL-separated */
+  size_t argc, args_capacity;
+  char** command; /* after "--": the helper, its options, the payload argv */
+  size_t command_argc, command_capacity;
+  int* fds; /* child fd = first_extra_fd + index */
+  size_t fd_count, fd_capacity;
+  maelys__bwrap_stage_t* stages;
+  size_t stage_count, stage_capacity;
+} maelys__bwrap_lowered_t;
+
+/*
+ * The pure lowering: sealed plan + request -> bwrap arguments, the command,
+ * the descriptors they name and the paths to stage. Refuses, with a
+ * diagnostic naming the rule, anything bwrap cannot express exactly
+ * (invariant 11). On failure nothing is left open.
+ */
+maelys_executor_result_t
+maelys__bwrap_lower(const maelys_executor_plan_t* plan,
+                    const maelys_execution_request_t* request,
+                    const maelys__bwrap_env_t* env,
+                    maelys__bwrap_lowered_t* out, char** out_error);
+
+/* Frees the vectors; closes the descriptors through the resolver when
+ * close_fds is true. */
+void maelys__bwrap_lowered_dispose(maelys__bwrap_lowered_t* lowered,
+                                   const maelys__bwrap_resolver_t* resolver,
+                                   bool close_fds);
+
+/* The seccomp filter as BPF bytes (malloc'd). deny_network adds the denial
+ * of every socket family but AF_UNIX. 0 or a negative errno. */
+int maelys__bwrap_seccomp_build(bool deny_network, unsigned char** out,
+                                size_t* out_len, char** out_error);
+
+#endif /* MAELYS_BWRAP_INTERNAL_H */

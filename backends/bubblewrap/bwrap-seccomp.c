@@ -1,0 +1,206 @@
+/*
+ * The seccomp filter handed to bwrap with --seccomp, built with libseccomp
+ * (never hand-written BPF). Default: allow; each rule below closes one door
+ * and says which.
+ *
+ * Only the native ABI is in the filter, and its bad-architecture action kills
+ * the process. That covers both 32-bit entries of x86-64: i386 calls through
+ * int 0x80 (where socket arguments would hide in memory behind socketcall)
+ * carry another audit arch, and x32 calls, which carry the x86-64 arch with
+ * the x32 bit set in the syscall number, are sent to the same action by the
+ * x86-64 filter libseccomp generates (checked by the escape tests: both die
+ * with SIGSYS). No 32-bit entry point can reach a call the rules deny.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <seccomp.h>
+
+#include "bwrap-internal.h"
+
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+
+typedef struct denial {
+  const char* name;
+  const char* closes;
+} denial_t;
+
+/* Calls denied outright with EPERM, one line each for what it closes. */
+static const denial_t denied[] = {
+    /* Kernel keyrings are not namespaced: a sandbox could read or plant
+     * secrets in keyrings shared with the host user. */
+    {"keyctl", "access to shared kernel keyrings"},
+    {"add_key", "planting keys in shared kernel keyrings"},
+    {"request_key", "reading keys from shared kernel keyrings"},
+    /* Tracing and cross-process memory access. */
+    {"ptrace", "tracing or injecting into other processes"},
+    {"process_vm_readv", "reading another process's memory"},
+    {"process_vm_writev", "writing another process's memory"},
+    /* Kernel attack surface with a long history of privilege escalations. */
+    {"perf_event_open", "perf events (kernel attack surface, side channels)"},
+    {"bpf", "loading BPF programs into the kernel"},
+    {"userfaultfd", "userfaultfd (used to win kernel races)"},
+    {"io_uring_setup", "io_uring, which bypasses per-syscall filtering"},
+    {"io_uring_enter", "io_uring, which bypasses per-syscall filtering"},
+    {"io_uring_register", "io_uring, which bypasses per-syscall filtering"},
+    /* The mount family: the sandbox's view of the filesystem is final. */
+    {"mount", "changing mounts"},
+    {"umount2", "removing the mounts that confine the view"},
+    {"pivot_root", "replacing the root"},
+    {"chroot", "changing the root"},
+    {"open_tree", "cloning mount trees"},
+    {"move_mount", "attaching mount trees"},
+    {"fsopen", "creating filesystem contexts"},
+    {"fsconfig", "configuring filesystem contexts"},
+    {"fsmount", "creating mounts from filesystem contexts"},
+    {"fspick", "reconfiguring existing mounts"},
+    {"mount_setattr", "changing mount attributes (idmaps, read-only)"},
+    /* Joining other namespaces. */
+    {"setns", "joining another namespace"},
+};
+
+/* Namespace flags refused on unshare and clone. */
+static const unsigned long ns_flags[] = {
+    CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,    CLONE_NEWUSER,
+    CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP, CLONE_NEWTIME};
+
+static int deny_name(scmp_filter_ctx ctx, const char* name, uint32_t action) {
+  int nr = seccomp_syscall_resolve_name(name);
+  /* A name the native ABI does not have is a call that cannot be made. */
+  if (nr == __NR_SCMP_ERROR)
+    return 0;
+  return seccomp_rule_add(ctx, action, nr, 0);
+}
+
+int maelys__bwrap_seccomp_build(bool deny_network, unsigned char** out,
+                                size_t* out_len, char** out_error) {
+  *out = NULL;
+  *out_len = 0;
+  int rc = 0;
+  int memfd = -1;
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  if (ctx == NULL) {
+    rc = -ENOMEM;
+    goto done;
+  }
+  /* Any ABI but the native one is killed (see the comment at the top).
+   * libseccomp accepts KILL_PROCESS only once it has seen the kernel's API
+   * level; where it cannot (the seccomp() call is hidden from it, as under
+   * valgrind) the filter kills the calling thread instead, which stops the
+   * call all the same. */
+  rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+  if (rc == -EINVAL)
+    rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_THREAD);
+  if (rc != 0)
+    goto done;
+
+  for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++)
+    if ((rc = deny_name(ctx, denied[i].name, SCMP_ACT_ERRNO(EPERM))) != 0)
+      goto done;
+
+  /* TIOCSTI pushes characters into a terminal's input queue and TIOCLINUX
+   * can do the same on a virtual console: both let a sandbox type commands
+   * into the host's shell. The kernel reads the command as 32 bits, so the
+   * rule masks the upper half away: setting high bits cannot slip past it. */
+  if ((rc = seccomp_rule_add(
+           ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+           SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI))) != 0)
+    goto done;
+  if ((rc = seccomp_rule_add(
+           ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+           SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX))) != 0)
+    goto done;
+
+  /* personality() can disable address-space randomisation or make readable
+   * memory executable; only the query (0xffffffff) is allowed. */
+  if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality),
+                             1, SCMP_A0_32(SCMP_CMP_NE, 0xffffffffu))) != 0)
+    goto done;
+
+  /* New namespaces (a nested user namespace grants a fresh set of
+   * capabilities over new objects): refused on unshare and clone, one rule
+   * per flag because a rule compares one masked value. */
+  for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++) {
+    if ((rc = seccomp_rule_add(
+             ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 1,
+             SCMP_A0_64(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]))) != 0)
+      goto done;
+    if ((rc = seccomp_rule_add(
+             ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+             SCMP_A0_64(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]))) != 0)
+      goto done;
+  }
+  /* clone3 passes its flags in memory, where a filter cannot look: answer
+   * ENOSYS so that libc falls back to clone, which the rules above filter. */
+  if ((rc = deny_name(ctx, "clone3", SCMP_ACT_ERRNO(ENOSYS))) != 0)
+    goto done;
+
+  if (deny_network) {
+    /* Network NONE, second half (the first is the network namespace): every
+     * socket family but AF_UNIX is refused, so even a namespace that gained
+     * an interface could not be used (invariant 9). */
+    if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+                               SCMP_A0_32(SCMP_CMP_NE, AF_UNIX))) != 0)
+      goto done;
+    if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socketpair),
+                               1, SCMP_A0_32(SCMP_CMP_NE, AF_UNIX))) != 0)
+      goto done;
+  }
+
+  memfd = memfd_create("maelys-seccomp", MFD_CLOEXEC);
+  if (memfd < 0) {
+    rc = -errno;
+    goto done;
+  }
+  if ((rc = seccomp_export_bpf(ctx, memfd)) != 0)
+    goto done;
+  off_t len = lseek(memfd, 0, SEEK_END);
+  if (len <= 0 || lseek(memfd, 0, SEEK_SET) != 0) {
+    rc = -EIO;
+    goto done;
+  }
+  unsigned char* buf = malloc((size_t)len);
+  if (buf == NULL) {
+    rc = -ENOMEM;
+    goto done;
+  }
+  size_t got = 0;
+  while (got < (size_t)len) {
+    ssize_t n = read(memfd, buf + got, (size_t)len - got);
+    if (n <= 0) {
+      free(buf);
+      rc = -EIO;
+      goto done;
+    }
+    got += (size_t)n;
+  }
+  *out = buf;
+  *out_len = got;
+done:
+  if (memfd >= 0)
+    close(memfd);
+  if (ctx != NULL)
+    seccomp_release(ctx);
+  if (rc != 0 && out_error != NULL && *out_error == NULL) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "building the seccomp filter: %s", strerror(-rc));
+    *out_error = strdup(msg);
+  }
+  return rc;
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (the README's test command):
+#   1. a plain build: unit, integration and valgrind tests, as this user;
+#   2. an ASan+UBSan build: the same suite;
+#   3. when run as root, the plain suite again as an unprivileged user
+#      (bwrap behaves differently there).
+# MAELYS_BWRAP_MUST_WORK=1: a bubblewrap test that cannot run fails.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$here"
+
+bash ci/deps.sh
+export MAELYS_BWRAP_MUST_WORK=1
+jobs="$(nproc)"
+out="${MAELYS_CI_BUILD_ROOT:-$here/build-ci}"
+mkdir -p "$out"
+
+echo "== plain build"
+bash ci/build.sh "$out/plain" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+(cd "$out/plain" && ctest --output-on-failure -j "$jobs")
+
+echo "== ASan+UBSan build"
+bash ci/build.sh "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DMAELYS_EXECUTOR_SANITIZE=ON
+(cd "$out/asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$jobs")
+
+if [ "$(id -u)" -eq 0 ]; then
+  echo "== plain build as an unprivileged user (uid 65534)"
+  # A private copy the unprivileged user owns, with ../shared beside it as in
+  # the repository's checkout, so every path the tests use is reachable.
+  unpriv="$(mktemp -d /var/tmp/maelys-unpriv.XXXXXX)"
+  trap 'rm -rf "$unpriv"' EXIT
+  chmod 755 "$unpriv"
+  mkdir -p "$unpriv/main"
+  tar -C "$here" --exclude='./build*' -cf - . | tar -C "$unpriv/main" -xf -
+  if [ -d "$here/../shared" ]; then
+    cp -a "$here/../shared" "$unpriv/shared"
+  fi
+  chown -R 65534:65534 "$unpriv"
+  setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$unpriv" \
+    MAELYS_BWRAP_MUST_WORK=1 bash -c "
+      set -euo pipefail
+      cd '$unpriv/main'
+      bash ci/build.sh '$unpriv/build' -DCMAKE_BUILD_TYPE=RelWithDebInfo
+      cd '$unpriv/build' && ctest --output-on-failure -j $jobs"
+fi
+echo "== all tests passed"

@@ -1,0 +1,237 @@
+/*
+ * The backend interface of Maelys Executor, for out-of-tree backends.
+ *
+ * A backend translates a sealed plan and a request into a launch description
+ * and proves, at registration, which capabilities it can enforce. It does
+ * not run a loop: the core owns spawning, exit watching, signalling, stop
+ * escalation, streams and reaping.
+ *
+ * The vtable grows only at its end. It starts with abi_version and
+ * struct_size, and optional slots are checked for NULL (SQLite's vfs).
+ */
+#ifndef MAELYS_BACKEND_H
+#define MAELYS_BACKEND_H
+
+#include "maelys/executor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MAELYS_BACKEND_ABI_VERSION 1
+
+typedef struct maelys_backend_launch maelys_backend_launch_t;
+typedef struct maelys_backend_probe maelys_backend_probe_t;
+
+/* ------------------------------------------------------- status channel */
+
+/*
+ * A wrapped launch (a sandbox launcher that starts the payload itself) can
+ * ask for a status channel: a pipe whose write end the core installs at the
+ * child descriptors the backend maps to MAELYS_BACKEND_FD_STATUS. The core
+ * reads it line by line on the loop and hands each line to the backend's
+ * status_line slot, which turns it into one of these events.
+ */
+typedef enum maelys_backend_event_kind {
+  MAELYS_BACKEND_EVENT_NONE = 0,
+  /* The host pid of the process whose death takes the whole tree down; the
+   * graceful signal is sent to it and it forwards the signal to the payload.
+   */
+  MAELYS_BACKEND_EVENT_TREE_ROOT = 1,
+  /* The tree root can now receive the graceful signal. */
+  MAELYS_BACKEND_EVENT_READY = 2,
+  /* The payload's own exit status (exit_code or term_signal). */
+  MAELYS_BACKEND_EVENT_EXIT = 3,
+  /* The payload could not be started: step, error_number, message. */
+  MAELYS_BACKEND_EVENT_LAUNCH_FAILED = 4,
+  /* A line of the launcher's own diagnostics; kept for a launch failure. */
+  MAELYS_BACKEND_EVENT_DIAGNOSTIC = 5
+} maelys_backend_event_kind_t;
+
+typedef struct maelys_backend_event {
+  maelys_backend_event_kind_t kind;
+  int pid;
+  int exit_code;
+  int term_signal;
+  int error_number;
+  char step[32];
+  char message[512];
+} maelys_backend_event_t;
+
+/* --------------------------------------------------------------- vtable */
+
+struct maelys_backend {
+  uint32_t abi_version; /* MAELYS_BACKEND_ABI_VERSION */
+  uint32_t struct_size; /* sizeof(maelys_backend_t) */
+  const char* name;     /* [a-z0-9-]{1,32}, unique per executor */
+
+  /* Creates the backend's state from its options (borrowed). */
+  maelys_executor_result_t (*create)(const maelys_backend_options_t* options,
+                                     void** out_state, char** out_error);
+  void (*destroy)(void* state);
+
+  /* Proves capabilities by running real checks; records each proved bit and a
+   * reason for each missing one in `probe`. An error return registers the
+   * backend with an empty mask and the error as its diagnostic. */
+  maelys_executor_result_t (*probe)(void* state, maelys_backend_probe_t* probe,
+                                    char** out_error);
+
+  /* Fills `launch` for the sealed `plan` and `request`. Must refuse, with a
+   * diagnostic naming the rule, anything it cannot enforce exactly. The
+   * proved capability mask is passed so the lowering uses only what was
+   * proved (e.g. --disable-userns). */
+  maelys_executor_result_t (*prepare)(void* state, uint64_t proved,
+                                      const maelys_executor_plan_t* plan,
+                                      const maelys_execution_request_t* request,
+                                      maelys_backend_launch_t* launch,
+                                      char** out_error);
+
+  /* Optional (NULL when the backend asks for no status channel): parses one
+   * line (without its newline) of the status channel. */
+  void (*status_line)(void* state, const char* line, size_t length,
+                      maelys_backend_event_t* out_event);
+};
+
+/* --------------------------------------------------------------- probe */
+
+/* Records that `capabilities` were proved. */
+MAELYS_EXECUTOR_API void
+maelys_backend_probe_prove(maelys_backend_probe_t* probe,
+                           uint64_t capabilities);
+/* Records why `capability` (one or more bits) could not be proved; copied.
+ * The first reason recorded for a bit is kept. */
+MAELYS_EXECUTOR_API void
+maelys_backend_probe_missing(maelys_backend_probe_t* probe,
+                             uint64_t capabilities, const char* reason);
+/* Appends a line to the backend's registration diagnostic; copied. */
+MAELYS_EXECUTOR_API void
+maelys_backend_probe_diagnostic(maelys_backend_probe_t* probe,
+                                const char* text);
+
+/* -------------------------------------------------------------- launch */
+
+/* Where a child descriptor of the launched image comes from. */
+typedef enum maelys_backend_fd_source {
+  /* The payload's descriptor `value` as the io mode and channels lay it out
+   * (0, 1, 2, the protocol fd, channels). */
+  MAELYS_BACKEND_FD_PAYLOAD = 1,
+  /* The write end of the status channel. */
+  MAELYS_BACKEND_FD_STATUS = 2,
+  /* A descriptor given to the launch with maelys_backend_launch_add_fd;
+   * `value` is the index that call returned. */
+  MAELYS_BACKEND_FD_EXTRA = 3
+} maelys_backend_fd_source_t;
+
+/* Launch flags. */
+/* The core does not chdir to the request's cwd (the launcher does). */
+#define MAELYS_BACKEND_LAUNCH_NO_CHDIR (1u << 0)
+/* The core does not apply the plan's rlimits (the launcher does). */
+#define MAELYS_BACKEND_LAUNCH_NO_RLIMITS (1u << 1)
+/* The launched image dies with the host thread that spawned it. */
+#define MAELYS_BACKEND_LAUNCH_DIE_WITH_PARENT (1u << 2)
+/* Create the status channel (see maelys_backend_event_kind_t). */
+#define MAELYS_BACKEND_LAUNCH_STATUS_CHANNEL (1u << 3)
+
+/* The image the core executes: an absolute path, argv (NULL-terminated) and
+ * envp (NULL-terminated; NULL for an empty environment); all copied. Without
+ * this call the core executes the request's program, argv and environment. */
+MAELYS_EXECUTOR_API maelys_executor_result_t maelys_backend_launch_set_image(
+    maelys_backend_launch_t* launch, const char* path, const char* const* argv,
+    const char* const* envp, char** out_error);
+
+MAELYS_EXECUTOR_API void
+maelys_backend_launch_set_flags(maelys_backend_launch_t* launch,
+                                unsigned flags);
+
+/* Installs a descriptor at `child_fd` of the launched image. Without any
+ * mapping the payload layout is installed as it is. */
+MAELYS_EXECUTOR_API maelys_executor_result_t maelys_backend_launch_map_fd(
+    maelys_backend_launch_t* launch, int child_fd,
+    maelys_backend_fd_source_t source, int value, char** out_error);
+
+/* Gives *fd (consumed; set to -1) to the launch; *out_index names it for
+ * MAELYS_BACKEND_FD_EXTRA. The core closes it after spawn. */
+MAELYS_EXECUTOR_API maelys_executor_result_t maelys_backend_launch_add_fd(
+    maelys_backend_launch_t* launch, int* fd, int* out_index, char** out_error);
+
+/* The highest payload descriptor plus one (3 for CAPTURED, more with a
+ * protocol fd and channels): extra descriptors go at or above it. */
+MAELYS_EXECUTOR_API int
+maelys_backend_launch_payload_fd_limit(const maelys_backend_launch_t* launch);
+
+/* Whether the payload layout has descriptor `fd` (the io mode's 0-2, the
+ * protocol descriptor, the channels). */
+MAELYS_EXECUTOR_API int
+maelys_backend_launch_payload_fd_present(const maelys_backend_launch_t* launch,
+                                         int fd);
+
+/* Run the launched image as uid/gid (supplementary groups cleared). Only
+ * meaningful when the host is uid 0. */
+MAELYS_EXECUTOR_API maelys_executor_result_t
+maelys_backend_launch_set_credentials(maelys_backend_launch_t* launch,
+                                      uint32_t uid, uint32_t gid,
+                                      char** out_error);
+
+/* ------------------------------------------ read access to sealed plans */
+
+typedef struct maelys_executor_mount_view {
+  maelys_executor_mount_kind_t kind;
+  const char* source; /* binds: host path; symlink: target; else NULL */
+  const char* destination;
+  maelys_executor_missing_t missing; /* binds only */
+  uint64_t size_bytes;               /* tmpfs only */
+} maelys_executor_mount_view_t;
+
+typedef struct maelys_executor_rule_view {
+  const char* path;
+  maelys_executor_access_t access;
+  maelys_executor_scope_t scope;
+} maelys_executor_rule_view_t;
+
+/* Views borrow from the plan and stay valid while it lives. The index must be
+ * below the count; *_get returns 0 on success and -1 otherwise. */
+MAELYS_EXECUTOR_API size_t
+maelys_executor_plan_mount_count(const maelys_executor_plan_t* plan);
+MAELYS_EXECUTOR_API int
+maelys_executor_plan_mount_get(const maelys_executor_plan_t* plan, size_t index,
+                               maelys_executor_mount_view_t* out_view);
+MAELYS_EXECUTOR_API size_t
+maelys_executor_plan_rule_count(const maelys_executor_plan_t* plan);
+MAELYS_EXECUTOR_API int
+maelys_executor_plan_rule_get(const maelys_executor_plan_t* plan, size_t index,
+                              maelys_executor_rule_view_t* out_view);
+MAELYS_EXECUTOR_API maelys_executor_network_t
+maelys_executor_plan_network(const maelys_executor_plan_t* plan);
+MAELYS_EXECUTOR_API maelys_executor_root_t maelys_executor_plan_root(
+    const maelys_executor_plan_t* plan, uint64_t* out_scratch_bytes);
+MAELYS_EXECUTOR_API int
+maelys_executor_plan_process_tree_required(const maelys_executor_plan_t* plan);
+/* 0 and the limit when set, -1 when the resource has no limit in the plan. */
+MAELYS_EXECUTOR_API int
+maelys_executor_plan_rlimit_get(const maelys_executor_plan_t* plan,
+                                maelys_executor_rlimit_t resource,
+                                uint64_t* out_soft, uint64_t* out_hard);
+
+/* Read access to a request (borrowed strings). */
+MAELYS_EXECUTOR_API const char*
+maelys_execution_request_executable(const maelys_execution_request_t* request);
+/* argv, NULL-terminated. */
+MAELYS_EXECUTOR_API const char* const*
+maelys_execution_request_argv(const maelys_execution_request_t* request);
+/* "NAME=VALUE" entries, NULL-terminated (empty for MAELYS_EXEC_ENV_EMPTY). */
+MAELYS_EXECUTOR_API const char* const*
+maelys_execution_request_environment(const maelys_execution_request_t* request);
+MAELYS_EXECUTOR_API const char*
+maelys_execution_request_cwd(const maelys_execution_request_t* request);
+/* 0 and the identity when one was set, -1 otherwise. */
+MAELYS_EXECUTOR_API int
+maelys_execution_request_identity(const maelys_execution_request_t* request,
+                                  uint32_t* out_uid, uint32_t* out_gid);
+MAELYS_EXECUTOR_API const char*
+maelys_execution_request_receipt_dir(const maelys_execution_request_t* request);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MAELYS_BACKEND_H */

@@ -1,0 +1,335 @@
+/* Internal declarations of the core. Nothing here is installed. */
+#ifndef MAELYS_EXECUTOR_INTERNAL_H
+#define MAELYS_EXECUTOR_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "maelys/backend.h"
+#include "maelys/executor.h"
+
+#define MAELYS__ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#if defined(__GNUC__)
+#define MAELYS__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define MAELYS__PRINTF(f, a)
+#endif
+
+/* ------------------------------------------------------------- errors */
+
+/* Fills *out_error (when out_error is not NULL and *out_error is NULL) with a
+ * formatted diagnostic and returns `result`. */
+maelys_executor_result_t maelys__executor_fail(char** out_error,
+                                               maelys_executor_result_t result,
+                                               const char* format, ...)
+    MAELYS__PRINTF(3, 4);
+
+/* Public calls start with this: a non-NULL *out_error on entry is a caller
+ * bug reported without touching it. */
+#define MAELYS__CHECK_OUT_ERROR(out_error)                                     \
+  do {                                                                         \
+    if ((out_error) != NULL && *(out_error) != NULL)                           \
+      return MAELYS_EXECUTOR_ERR_ARGUMENT;                                     \
+  } while (0)
+
+/* ------------------------------------------------------------ strings */
+
+char* maelys__executor_strdup(const char* s);
+char* maelys__executor_asprintf(const char* format, ...) MAELYS__PRINTF(1, 2);
+char* maelys__executor_vasprintf(const char* format, va_list ap);
+
+/* Grows *items (of elem_size) so it can hold `need` entries. 0 or -1. */
+int maelys__executor_reserve(void** items, size_t* capacity, size_t elem_size,
+                             size_t need);
+
+/* An absolute path without ".", ".." or empty components and without a
+ * trailing slash ("/" itself is allowed), at most PATH_MAX bytes. */
+bool maelys__executor_path_is_clean(const char* path);
+
+/* True when `path` equals `base` or lies below it (component-wise). */
+bool maelys__executor_path_within(const char* path, const char* base);
+
+/* Lowercase hex of `len` bytes into out (2*len+1). */
+void maelys__executor_hex(const unsigned char* bytes, size_t len, char* out);
+
+/* 16 random bytes as 32 hex digits. 0 or -1. */
+int maelys__executor_random_id(char out[33]);
+
+/* -------------------------------------------------------------- plan */
+
+typedef struct maelys__mount {
+  maelys_executor_mount_kind_t kind;
+  char* source;
+  char* destination;
+  maelys_executor_missing_t missing;
+  uint64_t size_bytes;
+} maelys__mount_t;
+
+typedef struct maelys__rule {
+  char* path;
+  maelys_executor_access_t access;
+  maelys_executor_scope_t scope;
+} maelys__rule_t;
+
+typedef struct maelys__destination {
+  char* host;
+  unsigned port;
+} maelys__destination_t;
+
+typedef struct maelys__channel {
+  int child_fd;
+  char* name;
+} maelys__channel_t;
+
+typedef struct maelys__rlimit {
+  bool set;
+  uint64_t soft;
+  uint64_t hard;
+} maelys__rlimit_t;
+
+#define MAELYS__RLIMIT_COUNT 10 /* indices 1..9 are used */
+
+struct maelys_executor_plan {
+  atomic_int refcount;
+  bool sealed;
+
+  maelys__mount_t* mounts;
+  size_t mount_count, mount_capacity;
+  maelys__rule_t* rules;
+  size_t rule_count, rule_capacity;
+  maelys_executor_network_t network;
+  maelys__destination_t* destinations;
+  size_t destination_count, destination_capacity;
+  char* mediator;
+  maelys_executor_root_t root;
+  uint64_t scratch_bytes;
+  uint64_t required;
+  bool process_tree_required;
+  maelys__rlimit_t rlimits[MAELYS__RLIMIT_COUNT];
+  char* decision_digest;
+  maelys__channel_t* channels;
+  size_t channel_count, channel_capacity;
+
+  char digest[72]; /* "sha256:" + 64 hex, once sealed */
+};
+
+void maelys__executor_plan_retain(const maelys_executor_plan_t* plan);
+void maelys__executor_plan_release(const maelys_executor_plan_t* plan);
+
+/* The canonical encoding the digest is computed over; exported for the unit
+ * test of its stability. Caller frees *out. */
+int maelys__executor_plan_encode(const maelys_executor_plan_t* plan,
+                                 unsigned char** out, size_t* out_len);
+
+/* The paths a plan lets the sandbox write on the host (writable binds and
+ * WRITE rules); borrowed. Returns the count written (at most max). */
+size_t maelys__executor_plan_writable_paths(const maelys_executor_plan_t* plan,
+                                            const char** out, size_t max);
+
+/* Names of rlimit resources, "" for index 0. */
+extern const char* const maelys__executor_rlimit_names[MAELYS__RLIMIT_COUNT];
+/* The RLIMIT_* value of a maelys_executor_rlimit_t. */
+int maelys__executor_rlimit_native(maelys_executor_rlimit_t resource);
+
+const char* maelys__executor_mount_kind_name(maelys_executor_mount_kind_t k);
+const char* maelys__executor_missing_name(maelys_executor_missing_t m);
+const char* maelys__executor_access_name(maelys_executor_access_t a);
+const char* maelys__executor_scope_name(maelys_executor_scope_t s);
+const char* maelys__executor_network_name(maelys_executor_network_t n);
+const char* maelys__executor_root_name(maelys_executor_root_t r);
+
+/* ----------------------------------------------------------- request */
+
+typedef struct maelys__request_channel {
+  int child_fd;
+  int host_fd;
+} maelys__request_channel_t;
+
+struct maelys_execution_request {
+  char* executable;
+  char** argv; /* NULL-terminated */
+  size_t argc;
+  maelys_exec_env_mode_t env_mode;
+  char** env; /* "NAME=VALUE", NULL-terminated */
+  size_t env_count, env_capacity;
+  char* cwd;
+  maelys_exec_io_mode_t io_mode;
+  int protocol_fd;
+  maelys_exec_stderr_mode_t stderr_mode;
+  char* backend;
+  uint64_t scratch_bytes;
+  char* platform;
+  uint64_t grace_ms;
+  uint64_t force_ms;
+  char* receipt_dir;
+  maelys__request_channel_t* channels;
+  size_t channel_count, channel_capacity;
+  bool identity_set;
+  uint32_t uid, gid;
+};
+
+/* ------------------------------------------------------------ launch */
+
+typedef struct maelys__fd_map {
+  int child_fd;
+  maelys_backend_fd_source_t source;
+  int value;
+} maelys__fd_map_t;
+
+struct maelys_backend_launch {
+  int payload_fd_limit;
+  const int* payload_fds; /* the layout's child descriptors */
+  size_t payload_fd_count;
+  bool image_set;
+  char* path;
+  char** argv;
+  char** envp;
+  unsigned flags;
+  maelys__fd_map_t* map;
+  size_t map_count, map_capacity;
+  int* extra_fds;
+  size_t extra_count, extra_capacity;
+  bool credentials_set;
+  uint32_t uid, gid;
+};
+
+void maelys__executor_launch_init(maelys_backend_launch_t* launch,
+                                  int payload_fd_limit);
+void maelys__executor_launch_dispose(maelys_backend_launch_t* launch);
+
+/* Opens an absolute path with O_PATH, refusing any symbolic link in it
+ * (-ELOOP). A descriptor or -errno. (src/open-nofollow.c, shared with the
+ * bubblewrap helper.) */
+int maelys__executor_open_nofollow(const char* path);
+
+/* ------------------------------------------------------------- probe */
+
+struct maelys_backend_probe {
+  uint64_t proved;
+  char* reasons[64];
+  char* diagnostic;
+};
+
+void maelys__executor_probe_dispose(maelys_backend_probe_t* probe);
+
+/* ---------------------------------------------------------- executor */
+
+typedef struct maelys__backend_entry {
+  const maelys_backend_t* vtable;
+  void* state;
+  bool borrowed; /* the state belongs to another registration (probes) */
+  uint64_t proved;
+  char* diagnostic;
+  char* reasons[64];
+} maelys__backend_entry_t;
+
+struct maelys_backend_options {
+  char** keys;
+  char** values;
+  size_t count, capacity;
+};
+
+typedef struct maelys_execution maelys__execution_t;
+
+struct maelys_executor {
+  uv_loop_t* loop;
+  maelys__backend_entry_t** backends;
+  size_t backend_count, backend_capacity;
+  size_t live; /* executions not yet released */
+  /* Released executions whose child has not exited yet, linked through
+   * orphan_next; handed to reaper threads at destroy. */
+  maelys__execution_t* orphans;
+  size_t unfinished; /* executions whose memory is not freed yet */
+  bool destroyed;
+};
+
+const maelys__backend_entry_t*
+maelys__executor_find_backend(const maelys_executor_t* executor,
+                              const char* name);
+
+/* Called by an execution when its memory is freed. */
+void maelys__executor_execution_gone(maelys_executor_t* executor);
+
+/* Names of capability bits, for diagnostics: "a, b, c". Caller frees. */
+char* maelys__executor_capability_list(uint64_t mask);
+
+/* ------------------------------------------------------------ probes */
+
+/*
+ * One real launch for a backend's registration probe, run to completion on a
+ * private loop (the caller's thread blocks; registration is setup). The
+ * backend's state is borrowed and `assumed` stands in for the mask being
+ * proved. The payload's stdout is collected; when it contains `marker`, the
+ * execution is stopped with a forced kill and the run waits (bounded) for
+ * stdout's end-of-file, which arrives only once every process holding it,
+ * descendants included, is gone.
+ */
+typedef struct maelys__probe_run {
+  const char* marker;
+  uint64_t timeout_ms;
+  /* results */
+  bool spawned;
+  char* spawn_error;
+  maelys_execution_status_t status; /* strings point into this struct */
+  char step[32];
+  char message[1024];
+  char* output;
+  size_t output_len;
+  bool marker_seen;
+  bool output_eof;
+  bool timed_out;
+  /* Host view of the tree root while the marker was current: its real uid
+   * and whether it held any capability (-1 when unknown). */
+  long root_uid;
+  int root_has_caps;
+} maelys__probe_run_t;
+
+void maelys__executor_probe_run(const maelys_backend_t* vtable, void* state,
+                                uint64_t assumed,
+                                const maelys_executor_plan_t* plan,
+                                maelys_execution_request_t* request,
+                                maelys__probe_run_t* run);
+void maelys__executor_probe_run_dispose(maelys__probe_run_t* run);
+
+/* The host pid of an execution's tree root, or -1. */
+int maelys__execution_root_pid(const maelys_execution_t* execution);
+
+/* ----------------------------------------------------------- receipt */
+
+typedef struct maelys__receipt_input {
+  const char* execution_id;
+  const char* backend;
+  uint64_t capabilities;
+  const char* plan_digest;
+  const char* decision_digest;
+  const char* executable;
+  const char* const* argv;
+  int64_t started_ns; /* CLOCK_REALTIME */
+  int64_t ended_ns;
+  int64_t duration_ns; /* CLOCK_MONOTONIC difference */
+  const maelys_execution_status_t* status;
+  bool stop_requested;
+  maelys_execution_stop_result_t stop_result;
+  double user_seconds, system_seconds;
+  int64_t max_rss_kib;
+} maelys__receipt_input_t;
+
+/* The receipt document (JSON text). NULL on allocation failure. */
+char* maelys__executor_receipt_render(const maelys__receipt_input_t* input);
+
+/* The argv digest "sha256:…" of an executable and argv. */
+void maelys__executor_argv_digest(const char* executable,
+                                  const char* const* argv, char out[72]);
+
+/* Writes `json` to dir/<id>.json atomically (temporary file, fsync, rename,
+ * fsync of the directory). Returns 0 or a negative errno; *out_path is the
+ * final path on success (caller frees). */
+int maelys__executor_receipt_write(const char* dir, const char* id,
+                                   const char* json, char** out_path);
+
+#endif /* MAELYS_EXECUTOR_INTERNAL_H */

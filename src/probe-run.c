@@ -1,0 +1,214 @@
+/*
+ * Real launches for registration probes: the backend's production path
+ * (prepare, the core's spawn, its stop) proves what it advertises, on a
+ * private loop so that the host's loop is never touched.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* After the forced stop, how long stdout may stay open before the tree is
+ * declared not contained. */
+#define TREE_DEADLINE_MS 3000
+#define OUTPUT_MAX (64 * 1024)
+
+typedef struct probe_ctx {
+  maelys__probe_run_t* run;
+  maelys_execution_t* execution;
+  uv_timer_t timer;
+  uv_stream_t* out;
+  uv_stream_t* err;
+  bool waited;
+  bool out_eof;
+  bool err_eof;
+  bool stopping;
+  bool abandon;
+  char buffer[4096];
+} probe_ctx_t;
+
+static void on_timeout(uv_timer_t* t);
+
+static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) {
+  probe_ctx_t* ctx = h->data;
+  (void)suggested;
+  /* One read at a time on this private loop; on_read copies the bytes out
+   * before the next read. */
+  *buf = uv_buf_init(ctx->buffer, sizeof ctx->buffer);
+}
+
+static void read_root_identity(probe_ctx_t* ctx) {
+  int pid = maelys__execution_root_pid(ctx->execution);
+  if (pid <= 0)
+    return;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/status", pid);
+  FILE* f = fopen(path, "r");
+  if (f == NULL)
+    return;
+  char line[256];
+  while (fgets(line, sizeof line, f)) {
+    long uid;
+    unsigned long long eff;
+    if (sscanf(line, "Uid: %ld", &uid) == 1)
+      ctx->run->root_uid = uid;
+    else if (sscanf(line, "CapEff: %llx", &eff) == 1)
+      ctx->run->root_has_caps = eff != 0;
+  }
+  fclose(f);
+}
+
+static void maybe_done(probe_ctx_t* ctx) {
+  if (ctx->waited && ctx->out_eof && ctx->err_eof) {
+    ctx->run->output_eof = true;
+    uv_timer_stop(&ctx->timer);
+  }
+}
+
+static void on_stopped(maelys_execution_t* e, maelys_execution_stop_result_t r,
+                       void* data) {
+  (void)e;
+  (void)r;
+  (void)data;
+}
+
+static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
+  probe_ctx_t* ctx = s->data;
+  maelys__probe_run_t* run = ctx->run;
+  if (n < 0) {
+    uv_read_stop(s);
+    if (s == ctx->out)
+      ctx->out_eof = true;
+    else
+      ctx->err_eof = true;
+    maybe_done(ctx);
+    return;
+  }
+  if (s != ctx->out || n == 0)
+    return;
+  size_t room = OUTPUT_MAX - run->output_len;
+  size_t take = (size_t)n < room ? (size_t)n : room;
+  memcpy(run->output + run->output_len, buf->base, take);
+  run->output_len += take;
+  run->output[run->output_len] = '\0';
+  if (run->marker != NULL && !ctx->stopping &&
+      strstr(run->output, run->marker) != NULL) {
+    run->marker_seen = true;
+    read_root_identity(ctx);
+    ctx->stopping = true;
+    maelys_execution_stop(ctx->execution, MAELYS_EXEC_STOP_FORCED, on_stopped,
+                          NULL, NULL);
+    uv_timer_start(&ctx->timer, on_timeout, TREE_DEADLINE_MS, 0);
+  }
+}
+
+static void on_timeout(uv_timer_t* t) {
+  probe_ctx_t* ctx = t->data;
+  if (ctx->run->timed_out) {
+    /* Even the forced stop did not end it in time: give up waiting (the
+     * execution is released and reaped in the background). */
+    ctx->abandon = true;
+    return;
+  }
+  ctx->run->timed_out = true;
+  if (!ctx->stopping) {
+    ctx->stopping = true;
+    maelys_execution_stop(ctx->execution, MAELYS_EXEC_STOP_FORCED, on_stopped,
+                          NULL, NULL);
+  }
+  uv_timer_start(&ctx->timer, on_timeout, TREE_DEADLINE_MS, 0);
+}
+
+static void on_wait(maelys_execution_t* e, const maelys_execution_status_t* s,
+                    void* data) {
+  (void)e;
+  probe_ctx_t* ctx = data;
+  maelys__probe_run_t* run = ctx->run;
+  run->status = *s;
+  snprintf(run->step, sizeof run->step, "%s", s->launch_step);
+  snprintf(run->message, sizeof run->message, "%s", s->message);
+  run->status.launch_step = run->step;
+  run->status.message = run->message;
+  ctx->waited = true;
+  maybe_done(ctx);
+}
+
+void maelys__executor_probe_run(const maelys_backend_t* vtable, void* state,
+                                uint64_t assumed,
+                                const maelys_executor_plan_t* plan,
+                                maelys_execution_request_t* request,
+                                maelys__probe_run_t* run) {
+  run->spawned = false;
+  run->spawn_error = NULL;
+  run->root_uid = -1;
+  run->root_has_caps = -1;
+  run->output = calloc(1, OUTPUT_MAX + 1);
+  run->output_len = 0;
+  if (run->output == NULL) {
+    run->spawn_error = maelys__executor_strdup("out of memory");
+    return;
+  }
+  uv_loop_t loop;
+  if (uv_loop_init(&loop) != 0) {
+    run->spawn_error = maelys__executor_strdup("cannot create a probe loop");
+    return;
+  }
+  maelys_executor_t* executor = NULL;
+  maelys__backend_entry_t* entry = calloc(1, sizeof *entry);
+  if (entry == NULL ||
+      maelys_executor_create(&loop, &executor, NULL) != MAELYS_EXECUTOR_OK ||
+      maelys__executor_reserve((void**)&executor->backends,
+                               &executor->backend_capacity,
+                               sizeof *executor->backends, 1)) {
+    free(entry);
+    if (executor != NULL)
+      maelys_executor_destroy(executor, NULL);
+    uv_loop_close(&loop);
+    run->spawn_error = maelys__executor_strdup("out of memory");
+    return;
+  }
+  entry->vtable = vtable;
+  entry->state = state;
+  entry->borrowed = true;
+  entry->proved = assumed;
+  executor->backends[executor->backend_count++] = entry;
+
+  probe_ctx_t ctx;
+  memset(&ctx, 0, sizeof ctx);
+  ctx.run = run;
+  uv_timer_init(&loop, &ctx.timer);
+  ctx.timer.data = &ctx;
+  char* error = NULL;
+  if (maelys_execution_spawn(executor, plan, request, &ctx.execution, &error) !=
+      MAELYS_EXECUTOR_OK) {
+    run->spawn_error = error ? error : maelys__executor_strdup("spawn failed");
+  } else {
+    run->spawned = true;
+    maelys_execution_stream(ctx.execution, MAELYS_EXEC_STREAM_STDOUT, &ctx.out,
+                            NULL);
+    maelys_execution_stream(ctx.execution, MAELYS_EXEC_STREAM_STDERR, &ctx.err,
+                            NULL);
+    ctx.out->data = &ctx;
+    ctx.err->data = &ctx;
+    uv_read_start(ctx.out, on_alloc, on_read);
+    uv_read_start(ctx.err, on_alloc, on_read);
+    maelys_execution_wait(ctx.execution, on_wait, &ctx, NULL);
+    uv_timer_start(&ctx.timer, on_timeout, run->timeout_ms, 0);
+    while (!ctx.abandon && !(ctx.waited && ctx.out_eof && ctx.err_eof))
+      uv_run(&loop, UV_RUN_ONCE);
+    maelys_execution_release(ctx.execution);
+  }
+  uv_timer_stop(&ctx.timer);
+  uv_close((uv_handle_t*)&ctx.timer, NULL);
+  maelys_executor_destroy(executor, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  uv_loop_close(&loop);
+}
+
+void maelys__executor_probe_run_dispose(maelys__probe_run_t* run) {
+  free(run->output);
+  free(run->spawn_error);
+  run->output = NULL;
+  run->spawn_error = NULL;
+}

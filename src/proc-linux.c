@@ -1,0 +1,443 @@
+/*
+ * Linux process mechanics: clone(2) with CLONE_VM|CLONE_VFORK|CLONE_PIDFD,
+ * a pidfd to watch and signal the child, waitid(P_PIDFD) to reap it.
+ *
+ * Why this shape:
+ * - CLONE_VFORK suspends only the calling thread until the child has executed
+ *   its image (or died), as posix_spawn does, so the loop is blocked for the
+ *   exec and nothing else; no copy of the host's page tables is made.
+ * - The child's exit signal is 0, not SIGCHLD: such a child is only visible
+ *   to waitid with __WALL, so a host (or another library) that calls
+ *   waitpid(-1) without __WALL can never steal its exit status, and no SIGCHLD
+ *   handler is needed or disturbed.
+ * - CLONE_PIDFD hands back a pidfd atomically, so no pid can be recycled
+ *   between the fork and the watch.
+ * - The child shares the parent's memory until it executes. It therefore
+ *   calls only raw system calls (no malloc, no stdio, no glibc set*id wrapper,
+ *   which would broadcast to the *parent's* threads), touches only memory the
+ *   parent prepared, and is not instrumented by the sanitizers.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <pthread.h>
+
+#include "proc.h"
+
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CHILD_CODE                                                             \
+  __attribute__((no_sanitize("address", "undefined"), noinline))
+#else
+#define CHILD_CODE
+#endif
+
+#define CHILD_STACK_SIZE (256 * 1024)
+
+/* The steps of the child, reported back on failure. */
+enum step {
+  STEP_SIGNALS = 1,
+  STEP_SETPGID,
+  STEP_DUP,
+  STEP_CLOSE,
+  STEP_RLIMIT,
+  STEP_CHDIR,
+  STEP_SETGROUPS,
+  STEP_SETRESGID,
+  STEP_SETRESUID,
+  STEP_PDEATHSIG,
+  STEP_EXECVE
+};
+
+static const char* step_name(int step) {
+  switch (step) {
+  case STEP_SIGNALS:
+    return "reset signals";
+  case STEP_SETPGID:
+    return "setpgid";
+  case STEP_DUP:
+    return "install descriptors";
+  case STEP_CLOSE:
+    return "close other descriptors";
+  case STEP_RLIMIT:
+    return "setrlimit";
+  case STEP_CHDIR:
+    return "chdir";
+  case STEP_SETGROUPS:
+    return "setgroups";
+  case STEP_SETRESGID:
+    return "setresgid";
+  case STEP_SETRESUID:
+    return "setresuid";
+  case STEP_PDEATHSIG:
+    return "set parent-death signal";
+  case STEP_EXECVE:
+    return "execve";
+  }
+  return "unknown step";
+}
+
+typedef struct child_report {
+  int32_t step;
+  int32_t error;
+  int32_t index; /* the descriptor or resource concerned, or -1 */
+} child_report_t;
+
+typedef struct child_ctx {
+  const maelys__proc_spec_t* spec;
+  int report_fd;
+  pid_t parent_pid;
+  int* scratch; /* fd_count entries */
+} child_ctx_t;
+
+CHILD_CODE static void child_fail(child_ctx_t* ctx, int step, int error,
+                                  int index) {
+  child_report_t r = {step, error, index};
+  ssize_t n;
+  do
+    n = write(ctx->report_fd, &r, sizeof r);
+  while (n < 0 && errno == EINTR);
+  _exit(127);
+}
+
+CHILD_CODE static void child_fds(child_ctx_t* ctx) {
+  const maelys__proc_spec_t* spec = ctx->spec;
+  int max_target = 2;
+  for (size_t i = 0; i < spec->fd_count; i++)
+    if (spec->fds[i].child_fd > max_target)
+      max_target = spec->fds[i].child_fd;
+  int limit = max_target + 1;
+  /* Move the report pipe and every source above the layout first, so that
+   * installing one target can never clobber a source still to be used. */
+  int report = (int)syscall(SYS_fcntl, ctx->report_fd, F_DUPFD_CLOEXEC, limit);
+  if (report < 0)
+    child_fail(ctx, STEP_DUP, errno, -1);
+  ctx->report_fd = report;
+  for (size_t i = 0; i < spec->fd_count; i++) {
+    int t =
+        (int)syscall(SYS_fcntl, spec->fds[i].source_fd, F_DUPFD_CLOEXEC, limit);
+    if (t < 0)
+      child_fail(ctx, STEP_DUP, errno, spec->fds[i].child_fd);
+    ctx->scratch[i] = t;
+  }
+  for (size_t i = 0; i < spec->fd_count; i++)
+    if (syscall(SYS_dup2, ctx->scratch[i], spec->fds[i].child_fd) < 0)
+      child_fail(ctx, STEP_DUP, errno, spec->fds[i].child_fd);
+  /* Invariant 5: every descriptor outside the layout is closed before the
+   * image starts, including those the host opened without O_CLOEXEC. Below
+   * the limit they are closed now; above it they are marked close-on-exec
+   * (the report pipe must survive until execve). */
+  for (int fd = 0; fd <= max_target; fd++) {
+    bool wanted = false;
+    for (size_t i = 0; i < spec->fd_count; i++)
+      if (spec->fds[i].child_fd == fd)
+        wanted = true;
+    if (!wanted)
+      syscall(SYS_close, fd);
+  }
+  if (syscall(SYS_close_range, (unsigned)limit, ~0U, CLOSE_RANGE_CLOEXEC) !=
+      0) {
+    /* Kernels before 5.11: mark each descriptor up to the limit. */
+    struct rlimit rl;
+    if (syscall(SYS_getrlimit, RLIMIT_NOFILE, &rl) != 0)
+      child_fail(ctx, STEP_CLOSE, errno, -1);
+    for (long fd = limit; fd < (long)rl.rlim_cur && fd < 1048576; fd++)
+      syscall(SYS_fcntl, (int)fd, F_SETFD, FD_CLOEXEC);
+  }
+}
+
+CHILD_CODE static int child_main(void* arg) {
+  child_ctx_t* ctx = arg;
+  const maelys__proc_spec_t* spec = ctx->spec;
+
+  /* Dispositions survive execve when ignored, and the parent's handlers must
+   * never run in this child (it shares the parent's memory): every signal
+   * goes back to its default while all stay blocked, and the mask is emptied
+   * only right before execve. */
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; sig++)
+    if (sig != SIGKILL && sig != SIGSTOP)
+      sigaction(sig, &dfl, NULL);
+
+  if (spec->new_process_group && syscall(SYS_setpgid, 0, 0) != 0)
+    child_fail(ctx, STEP_SETPGID, errno, -1);
+  child_fds(ctx);
+  for (size_t i = 0; i < spec->rlimit_count; i++) {
+    struct rlimit rl;
+    rl.rlim_cur = spec->rlimits[i].soft == UINT64_MAX
+                      ? RLIM_INFINITY
+                      : (rlim_t)spec->rlimits[i].soft;
+    rl.rlim_max = spec->rlimits[i].hard == UINT64_MAX
+                      ? RLIM_INFINITY
+                      : (rlim_t)spec->rlimits[i].hard;
+    if (syscall(SYS_prlimit64, 0, spec->rlimits[i].resource, &rl, NULL) != 0)
+      child_fail(ctx, STEP_RLIMIT, errno, spec->rlimits[i].resource);
+  }
+  if (spec->cwd != NULL && syscall(SYS_chdir, spec->cwd) != 0)
+    child_fail(ctx, STEP_CHDIR, errno, -1);
+  if (spec->set_credentials) {
+    if (syscall(SYS_setgroups, 0, NULL) != 0)
+      child_fail(ctx, STEP_SETGROUPS, errno, -1);
+    if (syscall(SYS_setresgid, spec->gid, spec->gid, spec->gid) != 0)
+      child_fail(ctx, STEP_SETRESGID, errno, -1);
+    if (syscall(SYS_setresuid, spec->uid, spec->uid, spec->uid) != 0)
+      child_fail(ctx, STEP_SETRESUID, errno, -1);
+  }
+  if (spec->die_with_parent) {
+    /* Armed after the credential change (which clears it) and checked
+     * against a parent that died before it was armed. */
+    if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+      child_fail(ctx, STEP_PDEATHSIG, errno, -1);
+    if (syscall(SYS_getppid) != ctx->parent_pid)
+      child_fail(ctx, STEP_PDEATHSIG, ESRCH, -1);
+  }
+  uint64_t empty = 0;
+  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty, NULL, sizeof empty);
+  syscall(SYS_execve, spec->path, spec->argv, spec->envp);
+  child_fail(ctx, STEP_EXECVE, errno, -1);
+  return 127;
+}
+
+int maelys__proc_spawn(const maelys__proc_spec_t* spec, maelys__proc_t* out,
+                       char* error, size_t error_size) {
+  out->pid = -1;
+  out->watch_fd = -1;
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) {
+    int e = errno;
+    snprintf(error, error_size, "pipe: %s", strerror(e));
+    return -e;
+  }
+  int* scratch = calloc(spec->fd_count + 1, sizeof *scratch);
+  void* stack = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (scratch == NULL || stack == MAP_FAILED) {
+    free(scratch);
+    if (stack != MAP_FAILED)
+      munmap(stack, CHILD_STACK_SIZE);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    snprintf(error, error_size, "out of memory preparing the child");
+    return -ENOMEM;
+  }
+  child_ctx_t ctx = {spec, pipefd[1], getpid(), scratch};
+
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int pidfd = -1;
+  pid_t pid = clone(child_main, (char*)stack + CHILD_STACK_SIZE,
+                    CLONE_VM | CLONE_VFORK | CLONE_PIDFD, &ctx, &pidfd);
+  if (pid < 0 && errno == EINVAL) {
+    /* A kernel (or an emulator such as valgrind) without CLONE_PIDFD: open
+     * the pidfd afterwards. The child cannot be reaped in between, because
+     * its exit signal is 0 and nothing but this code waits for it. */
+    pidfd = -1;
+    pid = clone(child_main, (char*)stack + CHILD_STACK_SIZE,
+                CLONE_VM | CLONE_VFORK, &ctx, NULL);
+  }
+  int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  munmap(stack, CHILD_STACK_SIZE);
+  free(scratch);
+  close(pipefd[1]);
+  if (pid < 0) {
+    close(pipefd[0]);
+    snprintf(error, error_size, "clone: %s", strerror(clone_errno));
+    return -clone_errno;
+  }
+
+  child_report_t report;
+  ssize_t n;
+  do
+    n = read(pipefd[0], &report, sizeof report);
+  while (n < 0 && errno == EINTR);
+  close(pipefd[0]);
+  if (n == (ssize_t)sizeof report) {
+    /* The child failed before its image started; it has exited or is about
+     * to. Reap it now so it never lingers as a zombie. */
+    siginfo_t info;
+    while (waitid(P_PID, (id_t)pid, &info, WEXITED | __WALL) != 0 &&
+           errno == EINTR)
+      ;
+    if (pidfd >= 0)
+      close(pidfd);
+    if (report.index >= 0)
+      snprintf(error, error_size, "%s (%d): %s", step_name(report.step),
+               report.index, strerror(report.error));
+    else
+      snprintf(error, error_size, "%s: %s", step_name(report.step),
+               strerror(report.error));
+    return report.error > 0 ? -report.error : -EIO;
+  }
+  if (pidfd < 0) {
+    pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0) {
+      int e = errno;
+      /* Without a watch the child cannot be supervised: kill and reap it. */
+      kill(pid, SIGKILL);
+      siginfo_t info;
+      while (waitid(P_PID, (id_t)pid, &info, WEXITED | __WALL) != 0 &&
+             errno == EINTR)
+        ;
+      snprintf(error, error_size, "pidfd_open: %s", strerror(e));
+      return -e;
+    }
+  }
+  out->pid = pid;
+  out->watch_fd = pidfd;
+  return 0;
+}
+
+int maelys__proc_signal(const maelys__proc_t* proc, int sig) {
+  if (proc->pid <= 0)
+    return -ESRCH;
+  if (proc->watch_fd >= 0 &&
+      syscall(SYS_pidfd_send_signal, proc->watch_fd, sig, NULL, 0) == 0)
+    return 0;
+  if (proc->watch_fd >= 0 && errno != ENOSYS)
+    return -errno;
+  /* Only where pidfd_send_signal is missing (valgrind emulates no such
+   * call): the pid is signalled, which is exact for a child of ours that is
+   * not reaped yet, since its pid cannot be recycled before we reap it. */
+  if (kill(proc->pid, sig) != 0)
+    return -errno;
+  return 0;
+}
+
+int maelys__proc_signal_group(pid_t pgid, int sig) {
+  if (pgid <= 1)
+    return -EINVAL;
+  if (kill(-pgid, sig) != 0)
+    return -errno;
+  return 0;
+}
+
+static int status_from_info(const siginfo_t* info) {
+  switch (info->si_code) {
+  case CLD_EXITED:
+    return (info->si_status & 0xff) << 8;
+  case CLD_KILLED:
+  case CLD_DUMPED:
+    return info->si_status & 0x7f;
+  default:
+    return 0;
+  }
+}
+
+int maelys__proc_reap(maelys__proc_t* proc, int* out_status,
+                      struct rusage* out_usage) {
+  if (proc->watch_fd < 0)
+    return -EBADF;
+  siginfo_t info;
+  memset(&info, 0, sizeof info);
+  struct rusage usage;
+  memset(&usage, 0, sizeof usage);
+  /* The raw system call takes a struct rusage that glibc's waitid does not
+   * expose: the usage of the child and of the descendants it reaped. */
+  if (syscall(SYS_waitid, P_PIDFD, proc->watch_fd, &info,
+              WEXITED | WNOHANG | __WALL, &usage) != 0)
+    return -errno;
+  if (info.si_pid == 0)
+    return 0;
+  if (out_status != NULL)
+    *out_status = status_from_info(&info);
+  if (out_usage != NULL)
+    *out_usage = usage;
+  return 1;
+}
+
+int maelys__proc_reap_blocking(maelys__proc_t* proc) {
+  siginfo_t info;
+  for (;;) {
+    memset(&info, 0, sizeof info);
+    if (syscall(SYS_waitid, P_PIDFD, proc->watch_fd, &info, WEXITED | __WALL,
+                NULL) == 0)
+      return 0;
+    if (errno != EINTR)
+      return -errno;
+  }
+}
+
+static int ns_inode(const char* path, ino_t* out) {
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return -errno;
+  *out = st.st_ino;
+  return 0;
+}
+
+int maelys__proc_open_foreign(pid_t pid, maelys__proc_t* out) {
+  out->pid = -1;
+  out->watch_fd = -1;
+  if (pid <= 1)
+    return -EINVAL;
+  int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (fd < 0 && errno != ENOSYS)
+    return -errno;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
+  ino_t theirs = 0, ours = 0;
+  int r = ns_inode(path, &theirs);
+  if (r == 0)
+    r = ns_inode("/proc/self/ns/pid", &ours);
+  /* Checked after the pidfd was opened: if the pid is still the sandbox's
+   * pid 1 now, the pidfd refers to it for good. Without pidfds (valgrind
+   * emulates none) only the pid is kept, checked the same way. */
+  if (r == 0 && fd >= 0 && syscall(SYS_pidfd_send_signal, fd, 0, NULL, 0) != 0)
+    r = -errno;
+  if (r == 0 && fd < 0 && kill(pid, 0) != 0)
+    r = -errno;
+  if (r == 0 && theirs == ours)
+    r = -ESRCH;
+  if (r != 0) {
+    if (fd >= 0)
+      close(fd);
+    return r;
+  }
+  out->pid = pid;
+  out->watch_fd = fd;
+  return 0;
+}
+
+void maelys__proc_close(maelys__proc_t* proc) {
+  if (proc->watch_fd >= 0)
+    close(proc->watch_fd);
+  proc->watch_fd = -1;
+  proc->pid = -1;
+}

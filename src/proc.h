@@ -1,0 +1,83 @@
+/*
+ * The one internal interface behind which process creation, exit watching,
+ * signalling and reaping live. proc-linux.c implements it with clone(2) and
+ * pidfds; a macOS implementation (kqueue EVFILT_PROC) replaces only that file.
+ *
+ * The contract:
+ * - maelys__proc_spawn starts exactly one child and returns only once the
+ *   child has executed its image or failed; a failure carries the step and
+ *   errno that failed in the child, never an exit status.
+ * - watch_fd becomes readable when the child exits; the caller polls it on
+ *   its loop. Nothing here ever waits on a process it did not start (no
+ *   waitpid(-1)) and no signal handler is installed.
+ */
+#ifndef MAELYS_EXECUTOR_PROC_H
+#define MAELYS_EXECUTOR_PROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+typedef struct maelys__proc_fd {
+  int child_fd;
+  int source_fd; /* a descriptor of the parent, borrowed */
+} maelys__proc_fd_t;
+
+typedef struct maelys__proc_rlimit {
+  int resource; /* RLIMIT_* */
+  uint64_t soft, hard;
+} maelys__proc_rlimit_t;
+
+typedef struct maelys__proc_spec {
+  const char* path;
+  char* const* argv;
+  char* const* envp;
+  const maelys__proc_fd_t* fds;
+  size_t fd_count;
+  const char* cwd; /* NULL: no chdir */
+  const maelys__proc_rlimit_t* rlimits;
+  size_t rlimit_count;
+  bool new_process_group;
+  bool die_with_parent;
+  bool set_credentials;
+  uid_t uid;
+  gid_t gid;
+} maelys__proc_spec_t;
+
+typedef struct maelys__proc {
+  pid_t pid;    /* -1: none */
+  int watch_fd; /* readable once the child exited; close-on-exec; -1 for a
+                   foreign process where pidfds are missing */
+} maelys__proc_t;
+
+/* 0 on success; on failure a negative errno and `error` holds "step: reason".
+ */
+int maelys__proc_spawn(const maelys__proc_spec_t* spec, maelys__proc_t* out,
+                       char* error, size_t error_size);
+
+/* Signals the process behind watch_fd. 0 or a negative errno (-ESRCH once it
+ * has exited). */
+int maelys__proc_signal(const maelys__proc_t* proc, int sig);
+
+/* kill(-pgid, sig); only while the group leader is not reaped. */
+int maelys__proc_signal_group(pid_t pgid, int sig);
+
+/* Non-blocking reap: 1 and the wait status when it has exited (the process is
+ * then gone), 0 while it runs, a negative errno on error. */
+int maelys__proc_reap(maelys__proc_t* proc, int* out_status,
+                      struct rusage* out_usage);
+
+/* Blocking reap, for a background reaper; 0 or a negative errno. */
+int maelys__proc_reap_blocking(maelys__proc_t* proc);
+
+/* Opens a watch on a process the executor did not fork but that belongs to
+ * its launch (the sandbox's tree root, a child of the launcher). Refused when
+ * the pid is in the caller's own pid namespace, which is how a recycled pid
+ * is told apart from the sandbox's pid 1. 0 or a negative errno. */
+int maelys__proc_open_foreign(pid_t pid, maelys__proc_t* out);
+
+void maelys__proc_close(maelys__proc_t* proc);
+
+#endif /* MAELYS_EXECUTOR_PROC_H */

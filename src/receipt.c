@@ -1,0 +1,224 @@
+/*
+ * Receipts (DESIGN §6): one JSON record per execution, written by the host
+ * atomically (temporary file, fsync, rename, fsync of the directory) and never
+ * where the sandbox can write (checked at spawn).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sodium.h>
+
+#include "internal.h"
+
+#define RECEIPT_FORMAT "maelys-executor-receipt/1"
+
+void maelys__executor_argv_digest(const char* executable,
+                                  const char* const* argv, char out[72]) {
+  crypto_hash_sha256_state st;
+  crypto_hash_sha256_init(&st);
+  /* Length-prefixed, so that argument boundaries are part of what is hashed.
+   */
+  const char* parts[1] = {executable ? executable : ""};
+  for (size_t i = 0;; i++) {
+    const char* s = i == 0 ? parts[0] : argv ? argv[i - 1] : NULL;
+    if (s == NULL)
+      break;
+    unsigned char len[8];
+    uint64_t n = strlen(s);
+    for (int k = 0; k < 8; k++)
+      len[k] = (unsigned char)(n >> (56 - 8 * k));
+    crypto_hash_sha256_update(&st, len, sizeof len);
+    crypto_hash_sha256_update(&st, (const unsigned char*)s, n);
+  }
+  unsigned char h[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256_final(&st, h);
+  memcpy(out, "sha256:", 7);
+  maelys__executor_hex(h, sizeof h, out + 7);
+}
+
+static json_t* timestamp(int64_t ns) {
+  time_t sec = (time_t)(ns / 1000000000);
+  int ms = (int)((ns % 1000000000) / 1000000);
+  struct tm tm;
+  gmtime_r(&sec, &tm);
+  char buf[64];
+  snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+           tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+           tm.tm_sec, ms);
+  return json_string(buf);
+}
+
+static const char* outcome_name(maelys_execution_outcome_t o) {
+  switch (o) {
+  case MAELYS_EXEC_OUTCOME_EXITED:
+    return "exited";
+  case MAELYS_EXEC_OUTCOME_SIGNALED:
+    return "signaled";
+  case MAELYS_EXEC_OUTCOME_LAUNCH_FAILED:
+    return "launch-failed";
+  }
+  return "unknown";
+}
+
+static const char* stop_name(maelys_execution_stop_result_t r) {
+  switch (r) {
+  case MAELYS_EXEC_STOPPED_ALREADY_EXITED:
+    return "already-exited";
+  case MAELYS_EXEC_STOPPED_GRACEFUL:
+    return "graceful";
+  case MAELYS_EXEC_STOPPED_FORCED:
+    return "forced";
+  case MAELYS_EXEC_STOPPED_STILL_RUNNING:
+    return "still-running";
+  case MAELYS_EXEC_STOPPED_CONTAINMENT_FAILED:
+    return "containment-failed";
+  }
+  return "none";
+}
+
+char* maelys__executor_receipt_render(const maelys__receipt_input_t* in) {
+  char argv_digest[72];
+  maelys__executor_argv_digest(in->executable, in->argv, argv_digest);
+  json_t* caps = json_array();
+  json_t* doc = json_object();
+  if (caps == NULL || doc == NULL) {
+    json_decref(caps);
+    json_decref(doc);
+    return NULL;
+  }
+  for (int b = 0; b < 64; b++) {
+    uint64_t bit = UINT64_C(1) << b;
+    if ((in->capabilities & bit) && maelys_executor_capability_name(bit))
+      json_array_append_new(caps,
+                            json_string(maelys_executor_capability_name(bit)));
+  }
+  const maelys_execution_status_t* s = in->status;
+  json_t* outcome = json_pack("{s:s}", "kind", outcome_name(s->outcome));
+  if (outcome != NULL) {
+    if (s->outcome == MAELYS_EXEC_OUTCOME_EXITED)
+      json_object_set_new(outcome, "exit_code", json_integer(s->exit_code));
+    else if (s->outcome == MAELYS_EXEC_OUTCOME_SIGNALED)
+      json_object_set_new(outcome, "signal", json_integer(s->term_signal));
+    else {
+      json_object_set_new(outcome, "step", json_string(s->launch_step));
+      json_object_set_new(outcome, "errno", json_integer(s->launch_errno));
+      json_object_set_new(outcome, "message", json_string(s->message));
+    }
+  }
+  const char* stage =
+      s->stop_stage == MAELYS_EXEC_STOP_STAGE_GRACEFUL ? "graceful"
+      : s->stop_stage == MAELYS_EXEC_STOP_STAGE_FORCED ? "forced"
+                                                       : "none";
+  json_t* stop = json_pack(
+      "{s:b, s:s, s:s}", "requested", in->stop_requested, "ended_by", stage,
+      "result", in->stop_requested ? stop_name(in->stop_result) : "none");
+  json_t* usage = json_pack("{s:f, s:f, s:I}", "user_seconds", in->user_seconds,
+                            "system_seconds", in->system_seconds, "max_rss_kib",
+                            (json_int_t)in->max_rss_kib);
+  json_object_set_new(doc, "format", json_string(RECEIPT_FORMAT));
+  json_object_set_new(doc, "execution_id", json_string(in->execution_id));
+  json_object_set_new(
+      doc, "backend",
+      json_pack("{s:s, s:o}", "name", in->backend, "capabilities", caps));
+  json_object_set_new(doc, "plan_digest", json_string(in->plan_digest));
+  json_object_set_new(doc, "decision_digest",
+                      in->decision_digest ? json_string(in->decision_digest)
+                                          : json_null());
+  json_object_set_new(doc, "executable", json_string(in->executable));
+  json_object_set_new(doc, "argv_digest", json_string(argv_digest));
+  json_object_set_new(doc, "started_at", timestamp(in->started_ns));
+  json_object_set_new(doc, "ended_at", timestamp(in->ended_ns));
+  json_object_set_new(doc, "duration_ms",
+                      json_real((double)in->duration_ns / 1e6));
+  json_object_set_new(doc, "outcome", outcome ? outcome : json_null());
+  json_object_set_new(doc, "stop", stop ? stop : json_null());
+  json_object_set_new(doc, "resource_usage", usage ? usage : json_null());
+  char* text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+                                   JSON_REAL_PRECISION(6));
+  json_decref(doc);
+  return text;
+}
+
+static int mkdir_p(const char* dir) {
+  char* copy = maelys__executor_strdup(dir);
+  if (copy == NULL)
+    return -ENOMEM;
+  for (char* p = copy + 1; *p != '\0'; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir(copy, 0700) != 0 && errno != EEXIST) {
+      int e = errno;
+      free(copy);
+      return -e;
+    }
+    *p = '/';
+  }
+  int r = 0;
+  if (mkdir(copy, 0700) != 0 && errno != EEXIST)
+    r = -errno;
+  free(copy);
+  return r;
+}
+
+int maelys__executor_receipt_write(const char* dir, const char* id,
+                                   const char* json, char** out_path) {
+  *out_path = NULL;
+  int r = mkdir_p(dir);
+  if (r != 0)
+    return r;
+  char* final_path = maelys__executor_asprintf("%s/%s.json", dir, id);
+  char* tmp_path = maelys__executor_asprintf("%s/.%s.json.tmp", dir, id);
+  if (final_path == NULL || tmp_path == NULL) {
+    free(final_path);
+    free(tmp_path);
+    return -ENOMEM;
+  }
+  int fd = open(tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                0600);
+  if (fd < 0) {
+    r = -errno;
+    goto out;
+  }
+  size_t len = strlen(json);
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = write(fd, json + done, len - done);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      r = -errno;
+      break;
+    }
+    done += (size_t)n;
+  }
+  if (r == 0 && write(fd, "\n", 1) != 1)
+    r = -EIO;
+  if (r == 0 && fsync(fd) != 0)
+    r = -errno;
+  close(fd);
+  if (r == 0 && rename(tmp_path, final_path) != 0)
+    r = -errno;
+  if (r != 0) {
+    unlink(tmp_path);
+    goto out;
+  }
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
+  *out_path = final_path;
+  final_path = NULL;
+out:
+  free(final_path);
+  free(tmp_path);
+  return r;
+}

@@ -1,0 +1,970 @@
+/*
+ * The bubblewrap backend end to end: proved capabilities, escape attempts
+ * from inside the sandbox (all blocked) and their positive twins, whole-tree
+ * stop, no survivors, never host root inside.
+ *
+ * Where bwrap cannot run, each test is skipped with the reason, unless
+ * MAELYS_BWRAP_MUST_WORK=1 (set by CI), which turns a skip into a failure.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define ARGS(...) ((const char* const[]){__VA_ARGS__, NULL})
+
+static const uint64_t needed =
+    MAELYS_BACKEND_CAP_FILESYSTEM_READ | MAELYS_BACKEND_CAP_FILESYSTEM_WRITE |
+    MAELYS_BACKEND_CAP_FILESYSTEM_DENY | MAELYS_BACKEND_CAP_NETWORK_NONE |
+    MAELYS_BACKEND_CAP_ROOT_READONLY | MAELYS_BACKEND_CAP_PROCESS_TREE |
+    MAELYS_BACKEND_CAP_SECCOMP | MAELYS_BACKEND_CAP_TMPFS_SIZE |
+    MAELYS_BACKEND_CAP_UNPRIVILEGED;
+
+/* Registers bubblewrap; skips (or fails under MAELYS_BWRAP_MUST_WORK=1) when
+ * it cannot confine here. */
+static bool bwrap_or_skip(harness_t* h) {
+  uint64_t mask = harness_register_bubblewrap(h);
+  if ((mask & needed) == needed)
+    return true;
+  char* diag = NULL;
+  maelys_executor_backend_diagnostic(h->executor, "bubblewrap", &diag, NULL);
+  const char* must = getenv("MAELYS_BWRAP_MUST_WORK");
+  if (must != NULL && strcmp(must, "1") == 0)
+    fail_msg("bubblewrap cannot confine here and MAELYS_BWRAP_MUST_WORK=1: %s",
+             diag ? diag : "");
+  print_message("SKIPPED: bubblewrap cannot confine here: %s\n",
+                diag ? diag : "");
+  maelys_executor_string_free(diag);
+  harness_finish(h);
+  return false;
+}
+
+/* ------------------------------------------------------------ sandboxes */
+
+typedef struct sandbox {
+  char dir[64];
+  char ws[256]; /* writable */
+  char ro[256]; /* readable */
+  char ro_file[256];
+  char outside[256]; /* exists on the host, not bound */
+  char key[256];     /* ws/private/key, denied file */
+  char ssh[256];     /* ws/.ssh, denied directory */
+} sandbox_t;
+
+static void write_file(const char* path, const char* text) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  close(fd);
+}
+
+static void sandbox_dirs(sandbox_t* s) {
+  snprintf(s->dir, sizeof s->dir, "/tmp/maelys-bwrap-XXXXXX");
+  assert_non_null(mkdtemp(s->dir));
+  snprintf(s->ws, sizeof s->ws, "%s/ws", s->dir);
+  snprintf(s->ro, sizeof s->ro, "%s/ro", s->dir);
+  snprintf(s->ro_file, sizeof s->ro_file, "%s/ro/readable", s->dir);
+  snprintf(s->outside, sizeof s->outside, "%s/outside", s->dir);
+  snprintf(s->key, sizeof s->key, "%s/ws/private/key", s->dir);
+  snprintf(s->ssh, sizeof s->ssh, "%s/ws/.ssh", s->dir);
+  assert_int_equal(mkdir(s->ws, 0755), 0);
+  assert_int_equal(mkdir(s->ro, 0755), 0);
+  char p[300];
+  snprintf(p, sizeof p, "%s/private", s->ws);
+  assert_int_equal(mkdir(p, 0755), 0);
+  snprintf(p, sizeof p, "%s/sub", s->ws);
+  assert_int_equal(mkdir(p, 0755), 0);
+  assert_int_equal(mkdir(s->ssh, 0700), 0);
+  write_file(s->ro_file, "readable\n");
+  write_file(s->outside, "outside\n");
+  write_file(s->key, "secret-key\n");
+  snprintf(p, sizeof p, "%s/id", s->ssh);
+  write_file(p, "ssh-secret\n");
+}
+
+static void rm_rf(const char* path) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+  int r = system(cmd);
+  (void)r;
+}
+
+static maelys_executor_plan_t* sandbox_plan(const sandbox_t* s,
+                                            maelys_executor_network_t net,
+                                            maelys_executor_root_t root,
+                                            uint64_t scratch, bool seal) {
+  maelys_executor_plan_t* p = NULL;
+  char* err = NULL;
+  assert_int_equal(maelys_executor_plan_create(&p, NULL), 0);
+  assert_int_equal(maelys_executor_plan_set_root(p, root, scratch, NULL), 0);
+  assert_int_equal(maelys_executor_plan_add_proc(p, "/proc", NULL), 0);
+  assert_int_equal(maelys_executor_plan_add_dev(p, "/dev", NULL), 0);
+  /* No private /tmp here: the test's directories live under the host's
+   * /tmp, and their parents must be the read-only root inside. */
+  assert_int_equal(maelys_executor_plan_add_rule(
+                       p, MAELYS_FIXTURE, MAELYS_EXECUTOR_ACCESS_READ,
+                       MAELYS_EXECUTOR_SCOPE_LITERAL_FILE, NULL),
+                   0);
+  if (s != NULL) {
+    assert_int_equal(maelys_executor_plan_add_rule(
+                         p, s->ws, MAELYS_EXECUTOR_ACCESS_WRITE,
+                         MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),
+                     0);
+    assert_int_equal(maelys_executor_plan_add_rule(
+                         p, s->ro, MAELYS_EXECUTOR_ACCESS_READ,
+                         MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),
+                     0);
+    assert_int_equal(
+        maelys_executor_plan_add_rule(p, s->key, MAELYS_EXECUTOR_ACCESS_DENY,
+                                      MAELYS_EXECUTOR_SCOPE_LITERAL_FILE, NULL),
+        0);
+    assert_int_equal(maelys_executor_plan_add_rule(
+                         p, s->ssh, MAELYS_EXECUTOR_ACCESS_DENY,
+                         MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),
+                     0);
+  }
+  assert_int_equal(maelys_executor_plan_set_network(p, net, NULL), 0);
+  assert_int_equal(maelys_executor_plan_set_process_tree_required(p, 1, NULL),
+                   0);
+  if (seal && maelys_executor_plan_seal(p, &err) != MAELYS_EXECUTOR_OK)
+    fail_msg("seal: %s", err);
+  return p;
+}
+
+static maelys_execution_request_t* sandbox_request(const sandbox_t* s,
+                                                   const char* const* args) {
+  maelys_execution_request_t* r = request_fixture("bubblewrap", args);
+  if (s != NULL)
+    assert_int_equal(maelys_execution_request_set_cwd(r, s->ws, NULL), 0);
+  return r;
+}
+
+static void run_in_sandbox(harness_t* h, const maelys_executor_plan_t* plan,
+                           maelys_execution_request_t* req, collected_t* out,
+                           waited_t* w) {
+  run_capture(h, plan, req, out, w);
+  if (w->status.outcome == MAELYS_EXEC_OUTCOME_LAUNCH_FAILED)
+    fail_msg("launch failed: %s: %s", w->status.launch_step, w->status.message);
+}
+
+static void expect_line(const collected_t* out, const char* line) {
+  char want[512];
+  snprintf(want, sizeof want, "%s\n", line);
+  if (strstr(out->data, want) == NULL)
+    fail_msg("expected the line '%s' in:\n%s", line, out->data);
+}
+
+static void expect_blocked(const collected_t* out, const char* name) {
+  char want[64];
+  snprintf(want, sizeof want, "%s=blocked:", name);
+  if (strstr(out->data, want) == NULL)
+    fail_msg("'%s' was not blocked:\n%s", name, out->data);
+}
+
+/* Host processes whose command line contains `marker`. */
+static int count_marked(const char* marker) {
+  DIR* d = opendir("/proc");
+  int count = 0;
+  struct dirent* e;
+  while (d && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    char path[300], buf[4096];
+    snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      continue;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+      continue;
+    for (ssize_t i = 0; i < n; i++)
+      if (buf[i] == '\0')
+        buf[i] = ' ';
+    buf[n] = '\0';
+    if (strstr(buf, marker) != NULL && atoi(e->d_name) != getpid())
+      count++;
+  }
+  if (d)
+    closedir(d);
+  return count;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void test_capabilities_proved(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  uint64_t mask = 0;
+  maelys_executor_backend_capabilities(h.executor, "bubblewrap", &mask, NULL);
+  static const uint64_t expected[] = {MAELYS_BACKEND_CAP_USER_NAMESPACE,
+                                      MAELYS_BACKEND_CAP_PID_NAMESPACE,
+                                      MAELYS_BACKEND_CAP_MOUNT_NAMESPACE,
+                                      MAELYS_BACKEND_CAP_NETWORK_NAMESPACE,
+                                      MAELYS_BACKEND_CAP_NETWORK_NONE,
+                                      MAELYS_BACKEND_CAP_SECCOMP,
+                                      MAELYS_BACKEND_CAP_ROOT_READONLY,
+                                      MAELYS_BACKEND_CAP_ROOT_EPHEMERAL_WRITE,
+                                      MAELYS_BACKEND_CAP_PROCESS_TREE,
+                                      MAELYS_BACKEND_CAP_PROCESS_CONFINEMENT,
+                                      MAELYS_BACKEND_CAP_TMPFS_SIZE,
+                                      MAELYS_BACKEND_CAP_UNPRIVILEGED,
+                                      MAELYS_BACKEND_CAP_FILESYSTEM_DENY};
+  for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+    if (!(mask & expected[i]))
+      fail_msg("capability %s not proved",
+               maelys_executor_capability_name(expected[i]));
+  /* Never claimed: no mediated frontend exists. */
+  assert_false(mask & MAELYS_BACKEND_CAP_NETWORK_MEDIATED_FD4);
+  char* why = NULL;
+  assert_int_equal(maelys_executor_backend_missing_reason(
+                       h.executor, "bubblewrap",
+                       MAELYS_BACKEND_CAP_NETWORK_MEDIATED_FD4, &why, NULL),
+                   0);
+  assert_non_null(strstr(why, "mediated"));
+  maelys_executor_string_free(why);
+  harness_finish(&h);
+}
+
+/* The payload's own status is reported, not bwrap's. */
+static void test_exit_status_is_the_payloads(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  maelys_executor_plan_t* plan =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  collected_t out;
+  waited_t w;
+  maelys_execution_request_t* req = sandbox_request(NULL, ARGS("exit", "3"));
+  run_in_sandbox(&h, plan, req, &out, &w);
+  assert_int_equal(w.status.outcome, MAELYS_EXEC_OUTCOME_EXITED);
+  assert_int_equal(w.status.exit_code, 3);
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+  req = sandbox_request(NULL, ARGS("signal", "9"));
+  run_in_sandbox(&h, plan, req, &out, &w);
+  assert_int_equal(w.status.outcome, MAELYS_EXEC_OUTCOME_SIGNALED);
+  assert_int_equal(w.status.term_signal, 9);
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+/* Launch errors inside the sandbox are launch errors, with their cause. */
+static void test_launch_errors(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  maelys_executor_plan_t* plan =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  collected_t out;
+  waited_t w;
+  /* A program the sandbox does not contain: the helper reports execve. */
+  maelys_execution_request_t* req = sandbox_request(NULL, ARGS("exit", "0"));
+  assert_int_equal(
+      maelys_execution_request_set_executable(req, "/usr/bin/absent", NULL), 0);
+  run_capture(&h, plan, req, &out, &w);
+  assert_int_equal(w.status.outcome, MAELYS_EXEC_OUTCOME_LAUNCH_FAILED);
+  assert_string_equal(w.status.launch_step, "execve");
+  assert_int_equal(w.status.launch_errno, ENOENT);
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+  /* A sandbox that cannot be set up: bwrap's own message, not an exit
+   * status. */
+  req = sandbox_request(NULL, ARGS("exit", "0"));
+  assert_int_equal(maelys_execution_request_set_cwd(req, "/no/such/dir", NULL),
+                   0);
+  run_capture(&h, plan, req, &out, &w);
+  assert_int_equal(w.status.outcome, MAELYS_EXEC_OUTCOME_LAUNCH_FAILED);
+  assert_string_equal(w.status.launch_step, "sandbox-setup");
+  assert_non_null(strstr(w.status.message, "bwrap"));
+  assert_non_null(strstr(w.status.message, "/no/such/dir"));
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+typedef struct listener {
+  int tcp;
+  int port;
+  int abstract;
+  char abstract_name[64];
+} listener_t;
+
+static void listen_loopback(listener_t* l) {
+  l->tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(bind(l->tcp, (struct sockaddr*)&a, sizeof a), 0);
+  assert_int_equal(listen(l->tcp, 16), 0);
+  socklen_t len = sizeof a;
+  getsockname(l->tcp, (struct sockaddr*)&a, &len);
+  l->port = ntohs(a.sin_port);
+  static int serial;
+  snprintf(l->abstract_name, sizeof l->abstract_name, "maelys-test-%d-%d",
+           (int)getpid(), serial++);
+  l->abstract = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un u;
+  memset(&u, 0, sizeof u);
+  u.sun_family = AF_UNIX;
+  size_t n = strlen(l->abstract_name);
+  memcpy(u.sun_path + 1, l->abstract_name, n);
+  assert_int_equal(
+      bind(l->abstract, (struct sockaddr*)&u,
+           (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)),
+      0);
+  assert_int_equal(listen(l->abstract, 16), 0);
+}
+
+/* Escape attempts from inside the sandbox: every one is blocked. */
+static void test_escapes_blocked(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  sandbox_t s;
+  sandbox_dirs(&s);
+  listener_t l;
+  listen_loopback(&l);
+  char port[16], hostpid[16], via_dots[300], link_path[300], link_target[300],
+      hard_path[300], ssh_id[300], ro_write[300];
+  snprintf(port, sizeof port, "%d", l.port);
+  snprintf(hostpid, sizeof hostpid, "%d", (int)getpid());
+  snprintf(via_dots, sizeof via_dots, "%s/sub/../private/key", s.ws);
+  snprintf(link_path, sizeof link_path, "%s/link", s.ws);
+  snprintf(link_target, sizeof link_target, "%s", s.key);
+  snprintf(hard_path, sizeof hard_path, "%s/hard", s.ws);
+  snprintf(ssh_id, sizeof ssh_id, "%s/id", s.ssh);
+  snprintf(ro_write, sizeof ro_write, "%s/new", s.ro);
+  /* A descriptor the host opened without O_CLOEXEC must not reach it. */
+  int leak = open("/dev/null", O_RDONLY);
+  int leak_high = fcntl(leak, F_DUPFD, 50);
+  maelys_executor_plan_t* plan = sandbox_plan(
+      &s, MAELYS_EXECUTOR_NETWORK_NONE, MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  maelys_execution_request_t* req = sandbox_request(
+      &s,
+      ARGS("escape", "write", s.outside, "write", ro_write, "write",
+           "/created-in-root", "read", s.key, "read", via_dots, "read", ssh_id,
+           "symlink", link_target, link_path, "hardlink", s.key, hard_path,
+           "tcp", "127.0.0.1", port, "abstract", l.abstract_name, "tiocsti",
+           "ptrace", "userns", "mount", "kill", hostpid, "proc-sys"));
+  collected_t out;
+  waited_t w;
+  run_in_sandbox(&h, plan, req, &out, &w);
+  print_message("%s", out.data);
+  /* write outside the writable set, in a read-only bind, in the root */
+  const char* p = out.data;
+  assert_non_null(strstr(p, "write=blocked:"));
+  assert_null(strstr(p, "write=open"));
+  struct stat st;
+  assert_int_equal(stat(s.outside, &st), 0);
+  assert_int_equal(st.st_size, 8); /* unchanged */
+  assert_int_equal(stat(ro_write, &st), -1);
+  /* the DENY paths: directly, through "..", through a symlink and a
+   * hardlink placed in the writable directory, and a denied directory */
+  assert_null(strstr(p, "read=open"));
+  expect_blocked(&out, "read");
+  expect_blocked(&out, "symlink");
+  expect_blocked(&out, "hardlink");
+  expect_blocked(&out, "tcp");
+  expect_blocked(&out, "abstract");
+  expect_line(&out, "tiocsti=blocked:1");
+  expect_blocked(&out, "ptrace");
+  expect_blocked(&out, "userns");
+  expect_blocked(&out, "mount");
+  expect_blocked(&out, "kill");
+  expect_blocked(&out, "proc-sys");
+  assert_int_equal(w.status.exit_code, 0);
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+
+  /* The layout: exactly 0, 1 and 2 in CAPTURED mode. */
+  req = sandbox_request(&s, ARGS("fds"));
+  run_in_sandbox(&h, plan, req, &out, &w);
+  assert_string_equal(out.data, "fds=0,1,2\n");
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+
+  /* The environment: exactly the request's. */
+  setenv("MAELYS_HOST_SECRET", "leak", 1);
+  req = sandbox_request(&s, ARGS("env"));
+  assert_int_equal(maelys_execution_request_set_environment_mode(
+                       req, MAELYS_EXEC_ENV_EXPLICIT, NULL),
+                   0);
+  assert_int_equal(
+      maelys_execution_request_add_environment(req, "ONLY", "this", NULL), 0);
+  run_in_sandbox(&h, plan, req, &out, &w);
+  assert_string_equal(out.data, "ONLY=this\n");
+  unsetenv("MAELYS_HOST_SECRET");
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+
+  close(leak);
+  close(leak_high);
+  close(l.tcp);
+  close(l.abstract);
+  maelys_executor_plan_destroy(plan);
+  rm_rf(s.dir);
+  harness_finish(&h);
+}
+
+/* The positive twins: allowed reads and writes work, and network INHERIT
+ * reaches the loopback listener. */
+static void test_allowed_twins(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  sandbox_t s;
+  sandbox_dirs(&s);
+  listener_t l;
+  listen_loopback(&l);
+  char port[16], made[300];
+  snprintf(port, sizeof port, "%d", l.port);
+  snprintf(made, sizeof made, "%s/made-inside", s.ws);
+  maelys_executor_plan_t* plan =
+      sandbox_plan(&s, MAELYS_EXECUTOR_NETWORK_INHERIT,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  maelys_execution_request_t* req =
+      sandbox_request(&s, ARGS("escape", "write", made, "read", s.ro_file,
+                               "tcp", "127.0.0.1", port));
+  collected_t out;
+  waited_t w;
+  run_in_sandbox(&h, plan, req, &out, &w);
+  expect_line(&out, "write=open");
+  expect_line(&out, "read=open");
+  expect_line(&out, "tcp=open");
+  /* The file landed on the host, owned by the workspace's owner. */
+  struct stat st;
+  assert_int_equal(stat(made, &st), 0);
+  assert_int_equal(st.st_uid, getuid());
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+  close(l.tcp);
+  close(l.abstract);
+  maelys_executor_plan_destroy(plan);
+  rm_rf(s.dir);
+  harness_finish(&h);
+}
+
+/* Run as root: neither the payload nor any process of the sandbox has host
+ * uid 0 or a capability, and a setuid binary grants nothing. */
+static void test_never_host_root(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  sandbox_t s;
+  sandbox_dirs(&s);
+  /* A setuid copy of the fixture (owned by root when the test runs as root)
+   * in a directory the plan makes readable. */
+  char suid[300];
+  snprintf(suid, sizeof suid, "%s/suid-fixture", s.ro);
+  char cmd[1400];
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chmod 4755 '%s'", MAELYS_FIXTURE,
+           suid, suid);
+  assert_int_equal(system(cmd), 0);
+  char marker[64];
+  snprintf(marker, sizeof marker, "31337%d", (int)getpid() % 1000);
+  maelys_executor_plan_t* plan = sandbox_plan(
+      &s, MAELYS_EXECUTOR_NETWORK_NONE, MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  maelys_execution_request_t* req =
+      sandbox_request(&s, ARGS("escape", "ids", "setuid", suid));
+  collected_t out;
+  waited_t w;
+  run_in_sandbox(&h, plan, req, &out, &w);
+  print_message("%s", out.data);
+  expect_line(&out, "CapEff: 0000000000000000");
+  expect_line(&out, "CapPrm: 0000000000000000");
+  expect_line(&out, "NoNewPrivs: 1");
+  expect_line(&out, "Seccomp: 2");
+  /* Both the payload and the setuid child report the same, non-root euid. */
+  const char* first = strstr(out.data, "euid=");
+  assert_non_null(first);
+  const char* second = strstr(first + 1, "euid=");
+  assert_non_null(second);
+  int e1 = atoi(first + 5), e2 = atoi(second + 5);
+  assert_int_equal(e1, e2);
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+
+  /* The host's view of every process of a running sandbox. */
+  req = sandbox_request(&s, ARGS("sleep", "30000", marker));
+  maelys_execution_t* e = NULL;
+  assert_int_equal(maelys_execution_spawn(h.executor, plan, req, &e, NULL), 0);
+  int seen = 0;
+  for (int tries = 0; tries < 200 && seen < 3; tries++) {
+    usleep(10000);
+    seen = count_marked(marker);
+  }
+  assert_true(seen >= 3); /* bwrap, the helper, the payload */
+  DIR* d = opendir("/proc");
+  struct dirent* de;
+  int checked = 0;
+  while ((de = readdir(d)) != NULL) {
+    if (de->d_name[0] < '0' || de->d_name[0] > '9')
+      continue;
+    char path[300], buf[4096];
+    snprintf(path, sizeof path, "/proc/%s/cmdline", de->d_name);
+    FILE* f = fopen(path, "r");
+    if (f == NULL)
+      continue;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+      if (buf[i] == '\0')
+        buf[i] = ' ';
+    buf[n] = '\0';
+    if (strstr(buf, marker) == NULL || atoi(de->d_name) == getpid())
+      continue;
+    snprintf(path, sizeof path, "/proc/%s/status", de->d_name);
+    f = fopen(path, "r");
+    if (f == NULL)
+      continue;
+    char line[256];
+    long uid = -1;
+    unsigned long long eff = 1;
+    while (fgets(line, sizeof line, f)) {
+      sscanf(line, "Uid: %ld", &uid);
+      sscanf(line, "CapEff: %llx", &eff);
+    }
+    fclose(f);
+    if (uid == 0 || eff != 0)
+      fail_msg("process %s (%s) has host uid %ld, CapEff %llx", de->d_name, buf,
+               uid, eff);
+    checked++;
+  }
+  closedir(d);
+  assert_true(checked >= 3);
+  stopped_t st;
+  memset(&st, 0, sizeof st);
+  maelys_execution_stop(e, MAELYS_EXEC_STOP_FORCED, stopped_cb, &st, NULL);
+  harness_run_until(&h, &st.done);
+  maelys_execution_release(e);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  rm_rf(s.dir);
+  harness_finish(&h);
+}
+
+/* The 32-bit entries of x86-64 cannot bypass the filter: both kill. */
+static void test_32bit_entries_killed(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  maelys_executor_plan_t* plan =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  static const char* const entries[] = {"x32", "int80"};
+  for (size_t i = 0; i < 2; i++) {
+    maelys_execution_request_t* req =
+        sandbox_request(NULL, ARGS("escape", entries[i]));
+    collected_t out;
+    waited_t w;
+    run_in_sandbox(&h, plan, req, &out, &w);
+    assert_int_equal(w.status.outcome, MAELYS_EXEC_OUTCOME_SIGNALED);
+    assert_int_equal(w.status.term_signal, SIGSYS);
+    collected_free(&out);
+    maelys_execution_request_destroy(req);
+  }
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+static maelys_execution_t* start_ready(harness_t* h,
+                                       const maelys_executor_plan_t* plan,
+                                       maelys_execution_request_t* req,
+                                       collected_t* out) {
+  maelys_execution_t* e = NULL;
+  char* err = NULL;
+  if (maelys_execution_spawn(h->executor, plan, req, &e, &err) != 0)
+    fail_msg("spawn: %s", err);
+  uv_stream_t* s = NULL;
+  assert_int_equal(
+      maelys_execution_stream(e, MAELYS_EXEC_STREAM_STDOUT, &s, NULL), 0);
+  collect_start(s, out);
+  while (strstr(out->data, "ready") == NULL) {
+    if (out->eof)
+      fail_msg("the payload ended before it was ready: %s", out->data);
+    uv_run(&h->loop, UV_RUN_ONCE);
+  }
+  return e;
+}
+
+/* The graceful signal reaches the sandboxed payload itself. */
+static void test_sigterm_reaches_payload(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  maelys_executor_plan_t* plan =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  maelys_execution_request_t* req =
+      sandbox_request(NULL, ARGS("term-line", "1"));
+  collected_t out;
+  maelys_execution_t* e = start_ready(&h, plan, req, &out);
+  stopped_t st;
+  waited_t w;
+  memset(&st, 0, sizeof st);
+  memset(&w, 0, sizeof w);
+  maelys_execution_wait(e, waited_cb, &w, NULL);
+  maelys_execution_stop(e, MAELYS_EXEC_STOP_GRACEFUL_THEN_FORCED, stopped_cb,
+                        &st, NULL);
+  harness_run_until(&h, &st.done);
+  harness_run_until(&h, &w.done);
+  harness_run_until(&h, &out.eof);
+  assert_int_equal(st.result, MAELYS_EXEC_STOPPED_GRACEFUL);
+  assert_non_null(strstr(out.data, "got-term"));
+  assert_int_equal(w.status.outcome, MAELYS_EXEC_OUTCOME_EXITED);
+  assert_int_equal(w.status.exit_code, 0);
+  assert_int_equal(w.status.stop_stage, MAELYS_EXEC_STOP_STAGE_GRACEFUL);
+  maelys_execution_release(e);
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+/* A SIGTERM-ignoring payload is killed within grace + 100 ms. */
+static void test_sigterm_ignoring_killed(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  maelys_executor_plan_t* plan =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  maelys_execution_request_t* req =
+      sandbox_request(NULL, ARGS("ignore-term", "60000"));
+  assert_int_equal(
+      maelys_execution_request_set_stop_budget(req, 300, 2000, NULL), 0);
+  collected_t out;
+  maelys_execution_t* e = start_ready(&h, plan, req, &out);
+  stopped_t st;
+  memset(&st, 0, sizeof st);
+  uint64_t t0 = harness_now_ms();
+  maelys_execution_stop(e, MAELYS_EXEC_STOP_GRACEFUL_THEN_FORCED, stopped_cb,
+                        &st, NULL);
+  harness_run_until(&h, &st.done);
+  uint64_t took = st.at_ms - t0;
+  assert_int_equal(st.result, MAELYS_EXEC_STOPPED_FORCED);
+  if (took > 400)
+    fail_msg("stop took %llu ms, more than grace (300) + 100 ms",
+             (unsigned long long)took);
+  harness_run_until(&h, &out.eof);
+  maelys_execution_release(e);
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+/* Invariant 8: a descendant that double-forks and calls setsid() does not
+ * survive the stop. */
+static void test_daemon_does_not_survive(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  maelys_executor_plan_t* plan =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  char marker[32];
+  snprintf(marker, sizeof marker, "daemon %d", (int)getpid());
+  maelys_execution_request_t* req =
+      sandbox_request(NULL, ARGS("daemon", marker));
+  collected_t out;
+  maelys_execution_t* e = start_ready(&h, plan, req, &out);
+  assert_non_null(strstr(out.data, "daemon="));
+  assert_true(count_marked(marker) >= 4); /* bwrap, helper, payload, daemon */
+  stopped_t st;
+  memset(&st, 0, sizeof st);
+  maelys_execution_stop(e, MAELYS_EXEC_STOP_GRACEFUL_THEN_FORCED, stopped_cb,
+                        &st, NULL);
+  harness_run_until(&h, &st.done);
+  /* stdout reaches end-of-file only once every holder, the daemon
+   * included, is gone. */
+  harness_run_until(&h, &out.eof);
+  assert_int_equal(count_marked(marker), 0);
+  maelys_execution_release(e);
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+/* No survivors, ever: a stop issued 0, 1, 3 and 5 ms after spawn, while bwrap
+ * is still setting up, twenty times each. */
+static void test_early_stops_leave_no_survivor(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 300000);
+  if (!bwrap_or_skip(&h))
+    return;
+  maelys_executor_plan_t* plan =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  static const int delays[] = {0, 1, 3, 5};
+  char marker[32];
+  snprintf(marker, sizeof marker, "6%05d", (int)getpid() % 100000);
+  for (size_t d = 0; d < 4; d++) {
+    for (int i = 0; i < 20; i++) {
+      maelys_execution_request_t* req =
+          sandbox_request(NULL, ARGS("sleep", "60000", marker));
+      maelys_execution_request_set_io_mode(req, MAELYS_EXEC_IO_INHERIT, -1,
+                                           NULL);
+      assert_int_equal(
+          maelys_execution_request_set_stop_budget(req, 50, 2000, NULL), 0);
+      maelys_execution_t* e = NULL;
+      assert_int_equal(maelys_execution_spawn(h.executor, plan, req, &e, NULL),
+                       0);
+      if (delays[d] > 0)
+        usleep((useconds_t)delays[d] * 1000);
+      stopped_t st;
+      waited_t w;
+      memset(&st, 0, sizeof st);
+      memset(&w, 0, sizeof w);
+      maelys_execution_wait(e, waited_cb, &w, NULL);
+      maelys_execution_stop(e, MAELYS_EXEC_STOP_GRACEFUL_THEN_FORCED,
+                            stopped_cb, &st, NULL);
+      harness_run_until(&h, &st.done);
+      harness_run_until(&h, &w.done);
+      assert_true(st.result == MAELYS_EXEC_STOPPED_GRACEFUL ||
+                  st.result == MAELYS_EXEC_STOPPED_FORCED);
+      int left = count_marked(marker);
+      if (left != 0)
+        fail_msg("%d process(es) survived a stop %d ms after spawn (run %d)",
+                 left, delays[d], i);
+      maelys_execution_release(e);
+      maelys_execution_request_destroy(req);
+    }
+  }
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+/* The ephemeral root: writable, bounded, gone with the execution; the
+ * scratch sizes must agree (invariant 10). */
+static void test_ephemeral_root(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  maelys_executor_plan_t* plan =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_EPHEMERAL_WRITE, 1 << 20, true);
+  maelys_execution_request_t* req =
+      sandbox_request(NULL, ARGS("escape", "write", "/scratch-file"));
+  char* err = NULL;
+  maelys_execution_t* e = NULL;
+  assert_int_equal(maelys_execution_spawn(h.executor, plan, req, &e, &err),
+                   MAELYS_EXECUTOR_ERR_ARGUMENT);
+  assert_non_null(strstr(err, "invariant 10"));
+  maelys_executor_error_free(err);
+  assert_int_equal(
+      maelys_execution_request_set_scratch_size(req, 1 << 20, NULL), 0);
+  collected_t out;
+  waited_t w;
+  run_in_sandbox(&h, plan, req, &out, &w);
+  expect_line(&out, "write=open");
+  collected_free(&out);
+  struct stat st;
+  assert_int_equal(stat("/scratch-file", &st), -1);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+/* Fail closed: without bwrap the backend registers with an empty mask and a
+ * diagnostic, and every spawn on it is refused. */
+static void test_missing_bwrap_refuses(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  maelys_backend_options_t* o = NULL;
+  maelys_backend_options_create(&o, NULL);
+  maelys_backend_options_set(o, "bwrap", "/nonexistent/bwrap", NULL);
+  maelys_backend_options_set(o, "helper", MAELYS_HELPER, NULL);
+  assert_int_equal(maelys_executor_register_backend(
+                       h.executor, maelys_backend_bubblewrap(), o, NULL),
+                   0);
+  maelys_backend_options_destroy(o);
+  uint64_t mask = 1;
+  maelys_executor_backend_capabilities(h.executor, "bubblewrap", &mask, NULL);
+  assert_int_equal(mask, 0);
+  char* diag = NULL;
+  maelys_executor_backend_diagnostic(h.executor, "bubblewrap", &diag, NULL);
+  assert_non_null(strstr(diag, "bwrap was not found"));
+  assert_non_null(strstr(diag, "apt-get install bubblewrap"));
+  maelys_executor_string_free(diag);
+  maelys_executor_plan_t* plan =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  maelys_execution_request_t* req = sandbox_request(NULL, ARGS("exit", "0"));
+  char* err = NULL;
+  maelys_execution_t* e = NULL;
+  assert_int_equal(maelys_execution_spawn(h.executor, plan, req, &e, &err),
+                   MAELYS_EXECUTOR_ERR_CAPABILITY);
+  assert_non_null(strstr(err, "bwrap was not found"));
+  assert_null(e);
+  maelys_executor_error_free(err);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+/* Where user namespaces are blocked (simulated in a user namespace whose
+ * user.max_user_namespaces is 0), the mask is empty and the diagnostic says
+ * why and what would fix it. */
+static void test_blocked_userns_refuses(void** state) {
+  (void)state;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    if (unshare(CLONE_NEWUSER) != 0)
+      _exit(10);
+    char map[64];
+    int fd = open("/proc/self/setgroups", O_WRONLY);
+    if (fd >= 0) {
+      if (write(fd, "deny", 4) < 0)
+        _exit(11);
+      close(fd);
+    }
+    snprintf(map, sizeof map, "0 %u 1", (unsigned)uid);
+    fd = open("/proc/self/uid_map", O_WRONLY);
+    if (fd < 0 || write(fd, map, strlen(map)) < 0)
+      _exit(12);
+    close(fd);
+    snprintf(map, sizeof map, "0 %u 1", (unsigned)gid);
+    fd = open("/proc/self/gid_map", O_WRONLY);
+    if (fd < 0 || write(fd, map, strlen(map)) < 0)
+      _exit(13);
+    close(fd);
+    fd = open("/proc/sys/user/max_user_namespaces", O_WRONLY);
+    if (fd < 0 || write(fd, "0", 1) != 1)
+      _exit(14);
+    close(fd);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    maelys_executor_t* ex = NULL;
+    maelys_executor_create(&loop, &ex, NULL);
+    maelys_backend_options_t* o = NULL;
+    maelys_backend_options_create(&o, NULL);
+    maelys_backend_options_set(o, "helper", MAELYS_HELPER, NULL);
+    maelys_backend_options_set(o, "staging_dir", "/tmp", NULL);
+    if (maelys_executor_register_backend(ex, maelys_backend_bubblewrap(), o,
+                                         NULL) != 0)
+      _exit(15);
+    uint64_t mask = 1;
+    maelys_executor_backend_capabilities(ex, "bubblewrap", &mask, NULL);
+    char* diag = NULL;
+    maelys_executor_backend_diagnostic(ex, "bubblewrap", &diag, NULL);
+    fprintf(stderr, "blocked-userns diagnostic: %s\n", diag);
+    if (mask != 0)
+      _exit(16);
+    if (strstr(diag, "user namespaces") == NULL ||
+        strstr(diag, "max_user_namespaces") == NULL)
+      _exit(17);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 10) {
+    const char* must = getenv("MAELYS_BWRAP_MUST_WORK");
+    if (must != NULL && strcmp(must, "1") == 0)
+      fail_msg("cannot create a user namespace to simulate the blocked case");
+    print_message("SKIPPED: no user namespace to simulate the blocked case\n");
+    return;
+  }
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* A bwrap execution's receipt names the backend and its capabilities. */
+static void test_receipt(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  maelys_executor_plan_t* plan =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  maelys_execution_request_t* req = sandbox_request(NULL, ARGS("exit", "0"));
+  collected_t out;
+  waited_t w;
+  maelys_execution_t* e = NULL;
+  assert_int_equal(maelys_execution_spawn(h.executor, plan, req, &e, NULL), 0);
+  memset(&w, 0, sizeof w);
+  maelys_execution_wait(e, waited_cb, &w, NULL);
+  harness_run_until(&h, &w.done);
+  char* json = NULL;
+  assert_int_equal(maelys_execution_receipt(e, &json, NULL), 0);
+  assert_non_null(strstr(json, "\"name\": \"bubblewrap\""));
+  assert_non_null(strstr(json, "network_none"));
+  maelys_executor_string_free(json);
+  maelys_execution_release(e);
+  (void)out;
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_capabilities_proved),
+      cmocka_unit_test(test_exit_status_is_the_payloads),
+      cmocka_unit_test(test_launch_errors),
+      cmocka_unit_test(test_escapes_blocked),
+      cmocka_unit_test(test_allowed_twins),
+      cmocka_unit_test(test_never_host_root),
+      cmocka_unit_test(test_32bit_entries_killed),
+      cmocka_unit_test(test_sigterm_reaches_payload),
+      cmocka_unit_test(test_sigterm_ignoring_killed),
+      cmocka_unit_test(test_daemon_does_not_survive),
+      cmocka_unit_test(test_early_stops_leave_no_survivor),
+      cmocka_unit_test(test_ephemeral_root),
+      cmocka_unit_test(test_missing_bwrap_refuses),
+      cmocka_unit_test(test_blocked_userns_refuses),
+      cmocka_unit_test(test_receipt),
+  };
+  return cmocka_run_group_tests_name("bubblewrap", tests, NULL, NULL);
+}
