@@ -305,27 +305,27 @@ static void send_graceful(maelys_execution_t* e) {
     /* The launcher does not forward signals; the tree root does, once it has
      * said it can receive them. Until then the signal waits. */
     if (e->root.pid > 0 && e->ready)
-      maelys__proc_signal(&e->root, SIGTERM);
+      e->executor->proc_ops->signal(&e->root, SIGTERM);
     else
       e->pending_graceful = true;
     return;
   }
   if (!e->main_reaped) {
-    maelys__proc_signal_group(e->proc.pid, SIGTERM);
-    maelys__proc_signal(&e->proc, SIGTERM);
+    e->executor->proc_ops->signal_group(e->proc.pid, SIGTERM);
+    e->executor->proc_ops->signal(&e->proc, SIGTERM);
   }
 }
 
 static void send_forced(maelys_execution_t* e) {
   e->pending_graceful = false;
   if (e->root.pid > 0)
-    maelys__proc_signal(&e->root, SIGKILL);
+    e->executor->proc_ops->signal(&e->root, SIGKILL);
   /* The group is signalled only while its leader is unreaped: until then its
    * id cannot name anyone else's group. It also reaches a sandbox child that
    * has not yet left the launcher's group. */
   if (!e->main_reaped) {
-    maelys__proc_signal_group(e->proc.pid, SIGKILL);
-    maelys__proc_signal(&e->proc, SIGKILL);
+    e->executor->proc_ops->signal_group(e->proc.pid, SIGKILL);
+    e->executor->proc_ops->signal(&e->proc, SIGKILL);
   }
 }
 
@@ -539,14 +539,14 @@ static void handle_event(maelys_execution_t* e,
     if (e->root.pid <= 0 && ev->pid > 1) {
       if (maelys__proc_open_foreign(ev->pid, &e->root) == 0 &&
           e->stop_phase >= STOP_FORCED)
-        maelys__proc_signal(&e->root, SIGKILL);
+        e->executor->proc_ops->signal(&e->root, SIGKILL);
     }
     break;
   case MAELYS_BACKEND_EVENT_READY:
     e->ready = true;
     if (e->pending_graceful && e->root.pid > 0) {
       e->pending_graceful = false;
-      maelys__proc_signal(&e->root, SIGTERM);
+      e->executor->proc_ops->signal(&e->root, SIGTERM);
     }
     break;
   case MAELYS_BACKEND_EVENT_EXIT:
@@ -1227,6 +1227,9 @@ maelys_execution_stop(maelys_execution_t* e, maelys_execution_stop_mode_t mode,
     return MAELYS_EXECUTOR_OK;
   }
   e->stop_requested = true;
+  /* Called from outside the loop's callbacks, the loop's cached time may be
+   * stale; the budgets count from now. */
+  uv_update_time(e->executor->loop);
   switch (e->stop_phase) {
   case STOP_IDLE:
     e->stop_result_set = false;

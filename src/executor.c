@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "proc.h"
 
 void maelys__execution_abandon(maelys__execution_t* execution);
 
@@ -23,6 +24,7 @@ maelys_executor_create(uv_loop_t* loop, maelys_executor_t** out_executor,
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
                                  "out of memory creating an executor");
   e->loop = loop;
+  e->proc_ops = &maelys__proc_default_ops;
   e->unfinished = 1; /* the executor's own reference */
   *out_executor = e;
   return MAELYS_EXECUTOR_OK;
@@ -43,6 +45,11 @@ static void executor_free(maelys_executor_t* executor) {
     free_entry(executor->backends[i]);
   free(executor->backends);
   free(executor);
+}
+
+void maelys__executor_set_proc_ops(maelys_executor_t* executor,
+                                   const maelys__proc_ops_t* ops) {
+  executor->proc_ops = ops ? ops : &maelys__proc_default_ops;
 }
 
 void maelys__executor_execution_gone(maelys_executor_t* executor) {

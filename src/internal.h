@@ -235,9 +235,11 @@ struct maelys_backend_options {
 };
 
 typedef struct maelys_execution maelys__execution_t;
+typedef struct maelys__proc_ops maelys__proc_ops_t;
 
 struct maelys_executor {
   uv_loop_t* loop;
+  const maelys__proc_ops_t* proc_ops;
   maelys__backend_entry_t** backends;
   size_t backend_count, backend_capacity;
   size_t live; /* executions not yet released */
@@ -251,6 +253,10 @@ struct maelys_executor {
 const maelys__backend_entry_t*
 maelys__executor_find_backend(const maelys_executor_t* executor,
                               const char* name);
+
+/* Replaces the signalling operations (tests only). */
+void maelys__executor_set_proc_ops(maelys_executor_t* executor,
+                                   const maelys__proc_ops_t* ops);
 
 /* Called by an execution when its memory is freed. */
 void maelys__executor_execution_gone(maelys_executor_t* executor);

@@ -441,3 +441,6 @@ void maelys__proc_close(maelys__proc_t* proc) {
   proc->watch_fd = -1;
   proc->pid = -1;
 }
+
+const maelys__proc_ops_t maelys__proc_default_ops = {maelys__proc_signal,
+                                                     maelys__proc_signal_group};

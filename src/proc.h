@@ -80,4 +80,14 @@ int maelys__proc_open_foreign(pid_t pid, maelys__proc_t* out);
 
 void maelys__proc_close(maelys__proc_t* proc);
 
+/* The signalling operations, as a table the executor calls through, so that
+ * tests reach failure paths (a tree that outlives its forced kill) on
+ * purpose rather than by luck. */
+typedef struct maelys__proc_ops {
+  int (*signal)(const maelys__proc_t* proc, int sig);
+  int (*signal_group)(pid_t pgid, int sig);
+} maelys__proc_ops_t;
+
+extern const maelys__proc_ops_t maelys__proc_default_ops;
+
 #endif /* MAELYS_EXECUTOR_PROC_H */

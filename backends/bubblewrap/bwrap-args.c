@@ -182,6 +182,23 @@ static int open_source(builder_t* b, const char* what, const char* source,
   return fd;
 }
 
+/* Host paths that are never bound: why, or NULL. */
+static const char* refused_source(const char* path) {
+  if (strcmp(path, "/") == 0)
+    return "the host's root is never bound";
+  if (strcmp(path, "/tmp") == 0 || strcmp(path, "/var/tmp") == 0)
+    return "the host's shared temporary directory holds other users' sockets "
+           "and files";
+  if (strcmp(path, "/run") == 0 || strncmp(path, "/run/", 5) == 0 ||
+      strcmp(path, "/var/run") == 0 || strncmp(path, "/var/run/", 9) == 0)
+    return "/run holds the host's service sockets";
+  if (strcmp(path, "/root") == 0)
+    return "a home directory holds agent sockets and credentials";
+  if (strncmp(path, "/home/", 6) == 0 && strchr(path + 6, '/') == NULL)
+    return "a home directory holds agent sockets and credentials";
+  return NULL;
+}
+
 /* A bind of `source` at `dest`: by descriptor, or staged for a privileged
  * host that drops to the sandbox uid (which must own what it may write, and
  * reach what it may read, through an idmapped clone). */
@@ -206,6 +223,26 @@ static maelys_executor_result_t bind_source(builder_t* b, const char* what,
                 "%s '%s' is neither a directory nor a regular file (a socket "
                 "or device is never bound into the sandbox)",
                 what, source);
+  }
+  /* Never the host's /, /run, /tmp or a home directory: they hold host
+   * sockets and state, and a read-only bind does not stop connect() on a
+   * socket. A directory with a socket directly inside it is refused for the
+   * same reason (deeper levels are the plan author's to keep clean). */
+  const char* why = refused_source(source);
+  char sock[256];
+  if (why == NULL && info.kind == MAELYS__BWRAP_DIRECTORY &&
+      rs->find_socket(rs->ctx, fd, sock) == 1) {
+    rs->close(rs->ctx, fd);
+    return fail(b->out_error, MAELYS_EXECUTOR_ERR_DENIED,
+                "%s '%s' is refused: it holds the unix socket '%s', which a "
+                "read-only bind would still let the sandbox connect to",
+                what, source, sock);
+  }
+  if (why != NULL) {
+    rs->close(rs->ctx, fd);
+    return fail(b->out_error, MAELYS_EXECUTOR_ERR_DENIED,
+                "%s '%s' is refused: %s; bind a subdirectory instead", what,
+                source, why);
   }
   if (expect_kind != 0 && (int)info.kind != expect_kind) {
     rs->close(rs->ctx, fd);

@@ -15,6 +15,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -134,8 +135,37 @@ static void real_close(void* ctx, int fd) {
   close(fd);
 }
 
+static int real_find_socket(void* ctx, int fd, char* name) {
+  (void)ctx;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    return 0;
+  DIR* d = fdopendir(dfd);
+  if (d == NULL) {
+    close(dfd);
+    return 0;
+  }
+  int found = 0;
+  struct dirent* e;
+  while (!found && (e = readdir(d)) != NULL) {
+    if (e->d_type == DT_SOCK ||
+        (e->d_type == DT_UNKNOWN && e->d_name[0] != '.')) {
+      struct stat st;
+      if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+          S_ISSOCK(st.st_mode)) {
+        snprintf(name, 256, "%s", e->d_name);
+        found = 1;
+      }
+    }
+  }
+  closedir(d);
+  return found;
+}
+
 static const maelys__bwrap_resolver_t real_resolver = {
-    NULL, real_open, real_create_dir, real_close};
+    NULL, real_open, real_create_dir, real_close, real_find_socket};
 
 /* -------------------------------------------------------------- state */
 

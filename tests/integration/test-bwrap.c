@@ -353,10 +353,12 @@ static void test_escapes_blocked(void** state) {
   sandbox_dirs(&s);
   listener_t l;
   listen_loopback(&l);
-  char port[16], hostpid[16], via_dots[300], link_path[300], link_target[300],
-      hard_path[300], ssh_id[300], ro_write[300];
+  char port[16], hostpid[16], hostproc[64], via_dots[300], link_path[300],
+      link_target[300], hard_path[300], ssh_id[300], ro_write[300];
   snprintf(port, sizeof port, "%d", l.port);
   snprintf(hostpid, sizeof hostpid, "%d", (int)getpid());
+  /* "See" a host process: its /proc entry does not exist inside. */
+  snprintf(hostproc, sizeof hostproc, "/proc/%d/status", (int)getpid());
   snprintf(via_dots, sizeof via_dots, "%s/sub/../private/key", s.ws);
   snprintf(link_path, sizeof link_path, "%s/link", s.ws);
   snprintf(link_target, sizeof link_target, "%s", s.key);
@@ -918,6 +920,41 @@ static void test_blocked_userns_refuses(void** state) {
   assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* A bind source reached through a symbolic link is refused before anything
+ * starts: a link swapped in cannot redirect or widen the mount. */
+static void test_symlink_source_refused(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  sandbox_t s;
+  sandbox_dirs(&s);
+  char link[300];
+  snprintf(link, sizeof link, "%s/link-to-ws", s.dir);
+  assert_int_equal(symlink(s.ws, link), 0);
+  maelys_executor_plan_t* plan =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, false);
+  assert_int_equal(maelys_executor_plan_add_rule(
+                       plan, link, MAELYS_EXECUTOR_ACCESS_WRITE,
+                       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),
+                   0);
+  assert_int_equal(maelys_executor_plan_seal(plan, NULL), 0);
+  maelys_execution_request_t* req = sandbox_request(NULL, ARGS("exit", "0"));
+  char* err = NULL;
+  maelys_execution_t* e = NULL;
+  assert_int_equal(maelys_execution_spawn(h.executor, plan, req, &e, &err),
+                   MAELYS_EXECUTOR_ERR_DENIED);
+  assert_non_null(strstr(err, "symbolic link"));
+  assert_null(e);
+  maelys_executor_error_free(err);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  rm_rf(s.dir);
+  harness_finish(&h);
+}
+
 /* A bwrap execution's receipt names the backend and its capabilities. */
 static void test_receipt(void** state) {
   (void)state;
@@ -964,6 +1001,7 @@ int main(void) {
       cmocka_unit_test(test_ephemeral_root),
       cmocka_unit_test(test_missing_bwrap_refuses),
       cmocka_unit_test(test_blocked_userns_refuses),
+      cmocka_unit_test(test_symlink_source_refused),
       cmocka_unit_test(test_receipt),
   };
   return cmocka_run_group_tests_name("bubblewrap", tests, NULL, NULL);

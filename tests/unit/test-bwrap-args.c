@@ -23,6 +23,7 @@ typedef struct entry {
   int error; /* a negative errno to return instead */
   bool world;
   unsigned owner;
+  const char* socket; /* a socket directly inside, or NULL */
 } entry_t;
 
 typedef struct fake {
@@ -37,7 +38,7 @@ typedef struct fake {
 } fake_t;
 
 static void fake_add(fake_t* f, const char* path, maelys__bwrap_kind_t kind) {
-  f->entries[f->count++] = (entry_t){path, kind, 0, true, 1000};
+  f->entries[f->count++] = (entry_t){path, kind, 0, true, 1000, NULL};
 }
 
 static int fake_open(void* ctx, const char* path,
@@ -80,6 +81,15 @@ static void fake_close(void* ctx, int fd) {
   f->closed[f->closed_count++] = fd;
 }
 
+static int fake_find_socket(void* ctx, int fd, char* name) {
+  fake_t* f = ctx;
+  size_t i = (size_t)(fd - 100) / 10;
+  if (fd < 100 || fd >= 900 || i >= f->count || f->entries[i].socket == NULL)
+    return 0;
+  snprintf(name, 256, "%s", f->entries[i].socket);
+  return 1;
+}
+
 typedef struct fixture {
   fake_t fake;
   maelys__bwrap_resolver_t resolver;
@@ -92,8 +102,8 @@ typedef struct fixture {
 
 static int setup(void** state) {
   fixture_t* t = calloc(1, sizeof *t);
-  t->resolver =
-      (maelys__bwrap_resolver_t){&t->fake, fake_open, fake_create, fake_close};
+  t->resolver = (maelys__bwrap_resolver_t){&t->fake, fake_open, fake_create,
+                                           fake_close, fake_find_socket};
   fake_add(&t->fake, "/helper", MAELYS__BWRAP_FILE);
   t->env = (maelys__bwrap_env_t){
       .resolver = &t->resolver,
@@ -383,7 +393,7 @@ static void test_reject_deny_absent_covered(void** state) {
 static void test_reject_symlink_source(void** state) {
   fixture_t* t = *state;
   t->fake.entries[t->fake.count++] =
-      (entry_t){"/lib", MAELYS__BWRAP_DIRECTORY, -ELOOP, true, 0};
+      (entry_t){"/lib", MAELYS__BWRAP_DIRECTORY, -ELOOP, true, 0, NULL};
   assert_int_equal(maelys_executor_plan_add_bind(t->plan, "/lib", "/lib", 0,
                                                  MAELYS_EXECUTOR_MISSING_FAIL,
                                                  NULL),
@@ -400,6 +410,55 @@ static void test_reject_socket_source(void** state) {
                        MAELYS_EXECUTOR_MISSING_FAIL, NULL),
                    0);
   expect_error(t, MAELYS_EXECUTOR_ERR_DENIED, "neither a directory");
+}
+
+/* Never bound: the host's /, /tmp, /run and below, a home directory, or a
+ * directory holding a unix socket. */
+static void test_reject_host_state(void** state) {
+  fixture_t* t = *state;
+  static const char* const refused[] = {
+      "/",     "/tmp",           "/var/tmp",
+      "/run",  "/run/user/1000", "/var/run/docker",
+      "/root", "/home/alice"};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    fake_add(&t->fake, refused[i], MAELYS__BWRAP_DIRECTORY);
+    maelys_executor_plan_destroy(t->plan);
+    assert_int_equal(maelys_executor_plan_create(&t->plan, NULL), 0);
+    assert_int_equal(maelys_executor_plan_set_root(
+                         t->plan, MAELYS_EXECUTOR_ROOT_READONLY, 0, NULL),
+                     0);
+    assert_int_equal(maelys_executor_plan_add_bind(t->plan, refused[i], "/x", 0,
+                                                   MAELYS_EXECUTOR_MISSING_FAIL,
+                                                   NULL),
+                     0);
+    char needle[64];
+    snprintf(needle, sizeof needle, "'%s' is refused", refused[i]);
+    expect_error(t, MAELYS_EXECUTOR_ERR_DENIED, needle);
+  }
+  /* A subdirectory of /tmp or of a home is fine. */
+  fake_add(&t->fake, "/home/alice/project", MAELYS__BWRAP_DIRECTORY);
+  maelys_executor_plan_destroy(t->plan);
+  assert_int_equal(maelys_executor_plan_create(&t->plan, NULL), 0);
+  assert_int_equal(maelys_executor_plan_set_root(
+                       t->plan, MAELYS_EXECUTOR_ROOT_READONLY, 0, NULL),
+                   0);
+  assert_int_equal(
+      maelys_executor_plan_add_bind(t->plan, "/home/alice/project", "/p", 1,
+                                    MAELYS_EXECUTOR_MISSING_FAIL, NULL),
+      0);
+  lower_ok(t);
+}
+
+static void test_reject_directory_with_socket(void** state) {
+  fixture_t* t = *state;
+  fake_add(&t->fake, "/srv/agent", MAELYS__BWRAP_DIRECTORY);
+  t->fake.entries[t->fake.count - 1].socket = "ssh-agent.sock";
+  assert_int_equal(maelys_executor_plan_add_rule(
+                       t->plan, "/srv/agent", MAELYS_EXECUTOR_ACCESS_READ,
+                       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),
+                   0);
+  expect_error(t, MAELYS_EXECUTOR_ERR_DENIED,
+               "holds the unix socket 'ssh-agent.sock'");
 }
 
 static void test_reject_scope_mismatch(void** state) {
@@ -612,6 +671,8 @@ int main(void) {
       T(test_reject_deny_absent_covered),
       T(test_reject_symlink_source),
       T(test_reject_socket_source),
+      T(test_reject_host_state),
+      T(test_reject_directory_with_socket),
       T(test_reject_scope_mismatch),
       T(test_reject_rule_on_absent_path),
       T(test_root_readonly),

@@ -1,0 +1,181 @@
+/*
+ * Core behaviours that need the internals: a tree that outlives its forced
+ * kill (reached through the injectable signalling table), the loop kept
+ * alive by an active execution, and the execution calls' bad inputs.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "internal.h"
+#include "proc.h"
+
+#define ARGS(...) ((const char* const[]){__VA_ARGS__, NULL})
+
+/* Signalling that loses every SIGKILL, as a kernel that cannot reclaim a
+ * process stuck in an uninterruptible wait would. */
+static int lossy_signal(const maelys__proc_t* proc, int sig) {
+  return sig == SIGKILL ? 0 : maelys__proc_default_ops.signal(proc, sig);
+}
+static int lossy_group(pid_t pgid, int sig) {
+  return sig == SIGKILL ? 0 : maelys__proc_default_ops.signal_group(pgid, sig);
+}
+static const maelys__proc_ops_t lossy = {lossy_signal, lossy_group};
+
+/* A tree still alive after the force budget is reported as a containment
+ * failure, never a hang, within grace + force + a small constant. */
+static void test_containment_failure_is_reported(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 20000);
+  maelys__executor_set_proc_ops(h.executor, &lossy);
+  maelys_executor_plan_t* plan = plan_unconfined();
+  maelys_execution_request_t* req =
+      request_fixture("posix", ARGS("ignore-term", "60000"));
+  maelys_execution_request_set_io_mode(req, MAELYS_EXEC_IO_INHERIT, -1, NULL);
+  assert_int_equal(
+      maelys_execution_request_set_stop_budget(req, 100, 200, NULL), 0);
+  maelys_execution_t* e = NULL;
+  assert_int_equal(maelys_execution_spawn(h.executor, plan, req, &e, NULL), 0);
+  usleep(50000); /* let it install its SIGTERM disposition */
+  stopped_t s, late;
+  memset(&s, 0, sizeof s);
+  memset(&late, 0, sizeof late);
+  uint64_t t0 = harness_now_ms();
+  assert_int_equal(maelys_execution_stop(e,
+                                         MAELYS_EXEC_STOP_GRACEFUL_THEN_FORCED,
+                                         stopped_cb, &s, NULL),
+                   0);
+  harness_run_until(&h, &s.done);
+  assert_int_equal(s.result, MAELYS_EXEC_STOPPED_CONTAINMENT_FAILED);
+  uint64_t took = s.at_ms - t0;
+  assert_true(took >= 300);
+  if (took > 400)
+    fail_msg("containment failure reported after %llu ms (budget 300)",
+             (unsigned long long)took);
+  /* A stop after that reports the same, at once. */
+  assert_int_equal(maelys_execution_stop(e, MAELYS_EXEC_STOP_FORCED, stopped_cb,
+                                         &late, NULL),
+                   0);
+  harness_run_until(&h, &late.done);
+  assert_int_equal(late.result, MAELYS_EXEC_STOPPED_CONTAINMENT_FAILED);
+  /* Clean up for real. */
+  waited_t w;
+  memset(&w, 0, sizeof w);
+  maelys_execution_wait(e, waited_cb, &w, NULL);
+  kill(maelys_execution_pid(e), SIGKILL);
+  harness_run_until(&h, &w.done);
+  assert_int_equal(w.status.term_signal, SIGKILL);
+  assert_int_equal(w.status.stop_stage, MAELYS_EXEC_STOP_STAGE_FORCED);
+  maelys_execution_release(e);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+static void on_exit_count(maelys_execution_t* e,
+                          const maelys_execution_status_t* s, void* data) {
+  (void)e;
+  (void)s;
+  (*(int*)data)++;
+}
+
+/* An active execution keeps the loop alive the way a libuv handle does: a
+ * bare uv_run returns only once it has ended and its waiters ran. */
+static void test_execution_keeps_loop_alive(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 20000);
+  maelys_executor_plan_t* plan = plan_unconfined();
+  maelys_execution_request_t* req =
+      request_fixture("posix", ARGS("sleep", "200"));
+  maelys_execution_request_set_io_mode(req, MAELYS_EXEC_IO_INHERIT, -1, NULL);
+  maelys_execution_t* e = NULL;
+  assert_int_equal(maelys_execution_spawn(h.executor, plan, req, &e, NULL), 0);
+  int calls = 0;
+  maelys_execution_wait(e, on_exit_count, &calls, NULL);
+  uint64_t t0 = harness_now_ms();
+  uv_run(&h.loop, UV_RUN_DEFAULT);
+  assert_true(harness_now_ms() - t0 >= 150);
+  assert_int_equal(calls, 1);
+  maelys_execution_release(e);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+static void test_execution_bad_inputs(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 20000);
+  maelys_executor_plan_t* plan = plan_unconfined();
+  maelys_execution_request_t* req = request_fixture("posix", ARGS("exit", "0"));
+  maelys_execution_request_set_io_mode(req, MAELYS_EXEC_IO_INHERIT, -1, NULL);
+  char* err = NULL;
+  maelys_execution_t* e = NULL;
+  assert_int_equal(maelys_execution_spawn(NULL, plan, req, &e, &err),
+                   MAELYS_EXECUTOR_ERR_ARGUMENT);
+  maelys_executor_error_free(err);
+  err = NULL;
+  assert_int_equal(maelys_execution_spawn(h.executor, plan, req, NULL, &err),
+                   MAELYS_EXECUTOR_ERR_ARGUMENT);
+  maelys_executor_error_free(err);
+  err = NULL;
+  assert_int_equal(maelys_execution_spawn(h.executor, plan, req, &e, NULL), 0);
+  assert_int_equal(maelys_execution_wait(e, NULL, NULL, &err),
+                   MAELYS_EXECUTOR_ERR_ARGUMENT);
+  maelys_executor_error_free(err);
+  err = NULL;
+  assert_int_equal(maelys_execution_stop(e, (maelys_execution_stop_mode_t)9,
+                                         NULL, NULL, &err),
+                   MAELYS_EXECUTOR_ERR_ARGUMENT);
+  assert_non_null(strstr(err, "unknown stop mode"));
+  maelys_executor_error_free(err);
+  err = NULL;
+  uv_stream_t* s = NULL;
+  assert_int_equal(
+      maelys_execution_stream(e, (maelys_exec_stream_t)7, &s, &err),
+      MAELYS_EXECUTOR_ERR_ARGUMENT);
+  maelys_executor_error_free(err);
+  err = NULL;
+  /* INHERIT has no streams of its own. */
+  assert_int_equal(
+      maelys_execution_stream(e, MAELYS_EXEC_STREAM_PROTOCOL, &s, &err),
+      MAELYS_EXECUTOR_ERR_NOT_FOUND);
+  maelys_executor_error_free(err);
+  err = NULL;
+  int fd = 0;
+  assert_int_equal(
+      maelys_execution_take_fd(e, MAELYS_EXEC_STREAM_STDOUT, &fd, &err),
+      MAELYS_EXECUTOR_ERR_NOT_FOUND);
+  assert_int_equal(fd, -1);
+  maelys_executor_error_free(err);
+  err = NULL;
+  char* json = NULL;
+  assert_int_equal(maelys_execution_receipt(e, &json, &err),
+                   MAELYS_EXECUTOR_ERR_STATE);
+  maelys_executor_error_free(err);
+  assert_non_null(maelys_execution_id(e));
+  assert_int_equal(strlen(maelys_execution_id(e)), 32);
+  waited_t w;
+  memset(&w, 0, sizeof w);
+  maelys_execution_wait(e, waited_cb, &w, NULL);
+  harness_run_until(&h, &w.done);
+  assert_int_equal(maelys_execution_pid(e), -1);
+  maelys_execution_release(e);
+  maelys_execution_release(NULL);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_containment_failure_is_reported),
+      cmocka_unit_test(test_execution_keeps_loop_alive),
+      cmocka_unit_test(test_execution_bad_inputs),
+  };
+  return cmocka_run_group_tests_name("core", tests, NULL, NULL);
+}
