@@ -87,10 +87,11 @@ maelys_executor_plan_to_json(const maelys_executor_plan_t* plan,
       goto oom;
     json_array_append_new(dests, o);
   }
-  if (plan->destination_count > 0) {
+  if (plan->destination_count > 0)
     json_object_set_new(network, "destinations", dests);
-    dests = NULL;
-  }
+  else
+    json_decref(dests);
+  dests = NULL;
   if (plan->mediator != NULL)
     json_object_set_new(network, "mediator", json_string(plan->mediator));
   json_object_set_new(doc, "network", network);

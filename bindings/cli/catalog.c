@@ -1,0 +1,484 @@
+/* The catalog of maelys-warden. Every command, option, operand, constraint,
+ * example and output schema is declared here and nowhere else. */
+#include <string.h>
+
+#include "catalog.h"
+
+#define LIST(...) ((const char* const[]){__VA_ARGS__, NULL})
+
+static const char* const format_choices[] = {"text", "json", "jsonl", NULL};
+static const char* const tristate[] = {"auto", "always", "never", NULL};
+
+/* ------------------------------------------------------ global options */
+
+static const option_def_t g_format = {
+    .name = "--format",
+    .summary = "Rendering: text for humans, json for one envelope, jsonl for "
+               "records.",
+    .arg_name = "VALUE",
+    .kind = KIND_CHOICE,
+    .choices = format_choices,
+    .default_text = "text"};
+static const option_def_t g_json = {.name = "--json",
+                                    .summary = "Alias of --format json."};
+static const option_def_t g_compact = {.name = "--compact",
+                                       .summary = "JSON on a single line."};
+static const option_def_t g_pretty = {
+    .name = "--pretty",
+    .summary = "Indented JSON; --pretty=false selects compact JSON."};
+static const option_def_t g_noninteractive = {
+    .name = "--non-interactive",
+    .summary = "Never prompt (maelys-warden never does)."};
+static const option_def_t g_color = {.name = "--color",
+                                     .summary = "ANSI colors on terminals.",
+                                     .arg_name = "VALUE",
+                                     .kind = KIND_CHOICE,
+                                     .choices = tristate,
+                                     .default_text = "auto"};
+static const option_def_t g_progress = {
+    .name = "--progress",
+    .summary = "Progress of a long run on stderr (maelys-warden shows none).",
+    .arg_name = "VALUE",
+    .kind = KIND_CHOICE,
+    .choices = tristate,
+    .default_text = "auto"};
+static const option_def_t g_verbose = {
+    .name = "--verbose",
+    .summary = "Details of the run on stderr, in text mode only."};
+static const option_def_t g_pager = {
+    .name = "--pager",
+    .summary = "Pager for the text rendering (maelys-warden pages nothing).",
+    .arg_name = "VALUE",
+    .kind = KIND_CHOICE,
+    .choices = tristate,
+    .default_text = "auto"};
+static const option_def_t g_field = {.name = "--field",
+                                     .summary = "Render one member of data.",
+                                     .arg_name = "NAME",
+                                     .kind = KIND_STRING};
+static const option_def_t g_help = {
+    .name = "--help", .summary = "The help of the selected command."};
+
+const option_def_t* const warden_global_options[] = {
+    &g_format,   &g_json,    &g_compact, &g_pretty, &g_noninteractive, &g_color,
+    &g_progress, &g_verbose, &g_pager,   &g_field,  &g_help,           NULL};
+
+bool catalog_is_rendering_option(const char* name) {
+  return strcmp(name, "--format") == 0 || strcmp(name, "--json") == 0 ||
+         strcmp(name, "--compact") == 0 || strcmp(name, "--pretty") == 0 ||
+         strcmp(name, "--pager") == 0 || strcmp(name, "--field") == 0;
+}
+
+/* -------------------------------------------------- policy options */
+
+static const char* const network_choices[] = {"none", "inherit", NULL};
+static const char* const io_choices[] = {"isolated", "stdio", NULL};
+
+static const option_def_t o_ro = {
+    .name = "--ro",
+    .summary = "Built-in profile: the workspace read-only, the minimal runtime "
+               "read-only, "
+               "a private sized /tmp, no network.",
+    .conflicts = LIST("--rw", "--plan")};
+static const option_def_t o_rw = {
+    .name = "--rw",
+    .summary =
+        "Built-in profile: the workspace read-write, the minimal runtime "
+        "read-only, a private sized /tmp, no network.",
+    .conflicts = LIST("--ro", "--plan")};
+static const option_def_t o_plan = {
+    .name = "--plan",
+    .summary = "A JSON plan in the executor's vocabulary "
+               "(maelys-executor-plan/1) instead of a built-in profile.",
+    .arg_name = "FILE",
+    .kind = KIND_PATH,
+    .conflicts = LIST("--ro", "--rw", "--allow-read", "--deny", "--network")};
+static const option_def_t o_workspace = {
+    .name = "--workspace",
+    .summary = "The workspace directory (the payload's working directory).",
+    .arg_name = "DIR",
+    .kind = KIND_PATH,
+    .default_text = "."};
+static const option_def_t o_allow_read = {
+    .name = "--allow-read",
+    .summary = "Also make PATH readable (a built-in profile only).",
+    .arg_name = "PATH",
+    .kind = KIND_PATH,
+    .repeatable = true,
+    .conflicts = LIST("--plan")};
+static const option_def_t o_deny = {
+    .name = "--deny",
+    .summary = "Make PATH unreadable and unwritable (a built-in profile only).",
+    .arg_name = "PATH",
+    .kind = KIND_PATH,
+    .repeatable = true,
+    .conflicts = LIST("--plan")};
+static const option_def_t o_network = {
+    .name = "--network",
+    .summary = "Network access of a built-in profile.",
+    .arg_name = "MODE",
+    .kind = KIND_CHOICE,
+    .choices = network_choices,
+    .default_text = "none",
+    .conflicts = LIST("--plan")};
+
+/* ----------------------------------------------------- run options */
+
+static const option_def_t o_env = {
+    .name = "--env",
+    .summary = "Add NAME=VALUE to the payload's environment.",
+    .arg_name = "NAME=VALUE",
+    .kind = KIND_STRING,
+    .pattern = "^[A-Za-z_][A-Za-z0-9_]*=.*$",
+    .repeatable = true};
+static const option_def_t o_pass_env = {
+    .name = "--pass-env",
+    .summary = "Pass the caller's NAME to the payload (nothing else of the "
+               "caller's environment reaches it).",
+    .arg_name = "NAME",
+    .kind = KIND_STRING,
+    .pattern = "^[A-Za-z_][A-Za-z0-9_]*$",
+    .repeatable = true};
+static const option_def_t o_backend = {
+    .name = "--backend",
+    .summary = "The backend that enforces the plan (default: the strongest "
+               "whose proved capabilities cover it).",
+    .arg_name = "NAME",
+    .kind = KIND_STRING,
+    .pattern = "^[a-z0-9-]+$"};
+static const option_def_t o_wall_time = {
+    .name = "--wall-time",
+    .summary = "Stop the payload (gracefully, then by force) after "
+               "DURATION.",
+    .arg_name = "DURATION",
+    .kind = KIND_DURATION};
+static const option_def_t o_grace = {
+    .name = "--grace",
+    .summary = "How long a stop waits after the graceful signal before the "
+               "forced kill.",
+    .arg_name = "DURATION",
+    .kind = KIND_DURATION,
+    .default_text = "2s"};
+static const option_def_t o_receipt_dir = {
+    .name = "--receipt-dir",
+    .summary = "Where the receipt is written (refused where the sandbox "
+               "could write).",
+    .arg_name = "DIR",
+    .kind = KIND_PATH,
+    .default_text = "$XDG_STATE_HOME/maelys/receipts"};
+static const option_def_t o_trace = {
+    .name = "--trace",
+    .summary = "Trace what maelys-warden does on stderr.",
+    .conflicts = LIST("--quiet")};
+static const option_def_t o_quiet = {
+    .name = "--quiet",
+    .summary = "Write nothing of maelys-warden's own on stderr but failures.",
+    .conflicts = LIST("--trace")};
+static const option_def_t o_verbose_trace = {
+    .name = "--verbose-trace",
+    .summary = "With --trace: also the sealed plan and the backend's "
+               "proved capabilities.",
+    .requires = LIST("--trace")};
+static const option_def_t o_io = {
+    .name = "--io",
+    .summary =
+        "isolated: the protocol socket at the payload's fd 3, its stdin "
+        "/dev/null and its stdout joined to stderr; stdio: one socket as "
+        "its stdin and stdout (stock stdio MCP servers).",
+    .arg_name = "MODE",
+    .kind = KIND_CHOICE,
+    .choices = io_choices,
+    .default_text = "isolated"};
+
+static const option_def_t* const run_options[] = {
+    &o_ro,          &o_rw,      &o_plan,      &o_workspace,
+    &o_allow_read,  &o_deny,    &o_network,   &o_env,
+    &o_pass_env,    &o_backend, &o_wall_time, &o_grace,
+    &o_receipt_dir, &o_trace,   &o_quiet,     &o_verbose_trace,
+    &o_io,          NULL};
+
+static const operand_def_t run_operands[] = {
+    {"PROGRAM",
+     "The program to run (searched on the sandbox's PATH when it has "
+     "no '/').",
+     true, false, KIND_STRING, NULL},
+    {"ARG", "Its arguments, verbatim.", false, true, KIND_STRING, NULL},
+};
+
+static const constraint_def_t policy_constraints[] = {
+    {"exactly-one", LIST("--ro", "--rw", "--plan")},
+};
+
+static const constraint_def_t run_constraints[] = {
+    {"exactly-one", LIST("--ro", "--rw", "--plan")},
+    {"at-most-one", LIST("--trace", "--quiet")},
+    {"requires", LIST("--verbose-trace", "--trace")},
+};
+
+static const example_def_t run_examples[] = {
+    {LIST("run", "--rw", "--", "/usr/bin/make", "test"),
+     "Run make in the current directory, which it may write."},
+    {LIST("run", "--ro", "--io", "stdio", "--", "/usr/bin/python3",
+          "server.py"),
+     "Run a stdio MCP server that may only read the workspace."},
+    {LIST("run", "--plan", "plan.json", "--wall-time", "10m", "--", "agent"),
+     "Run an agent under a plan file, for at most ten minutes."},
+};
+
+static const command_def_t cmd_run = {
+    .id = "run",
+    .word = "run",
+    .usage =
+        "run (--ro | --rw | --plan FILE) [--workspace DIR] [--allow-read "
+        "PATH]... [--deny PATH]... [--network MODE] [--env NAME=VALUE]... "
+        "[--pass-env NAME]... [--backend NAME] [--wall-time DURATION] "
+        "[--grace DURATION] [--receipt-dir DIR] [--trace [--verbose-trace] "
+        "| --quiet] [--io MODE] -- PROGRAM [ARG...]",
+    .purpose = "Run a program confined by a sealed plan, relaying its stdio "
+               "and writing its receipt.",
+    .effect = "stream",
+    .output_mode = "protocol-stream",
+    .options = run_options,
+    .operands = run_operands,
+    .operand_count = 2,
+    .constraints = run_constraints,
+    .constraint_count = 3,
+    .examples = run_examples,
+    .example_count = 3,
+    .output_schema = "{\"type\":\"object\"}",
+    .details =
+        "After the program starts, stdout carries only the program's bytes "
+        "and the exit status is the program's (128+N when it died of signal "
+        "N). Failures before it starts are an envelope on stderr with exit "
+        "status 1. SIGINT, SIGTERM and SIGHUP stop it gracefully, then by "
+        "force after --grace.",
+};
+
+/* ---------------------------------------------------------- plan, probe */
+
+static const option_def_t* const plan_options[] = {
+    &o_ro,         &o_rw,   &o_plan,    &o_workspace,
+    &o_allow_read, &o_deny, &o_network, NULL};
+
+static const example_def_t plan_examples[] = {
+    {LIST("plan", "--rw", "--deny", "/etc/ssl/private"),
+     "Show the sealed read-write profile with one path denied, and its "
+     "digest."},
+};
+
+static const command_def_t cmd_plan = {
+    .id = "plan",
+    .word = "plan",
+    .usage = "plan (--ro | --rw | --plan FILE) [--workspace DIR] "
+             "[--allow-read PATH]... [--deny PATH]... [--network MODE]",
+    .purpose = "Build and seal the plan run would use, and print it with its "
+               "digest, without running anything.",
+    .effect = "read",
+    .output_mode = "json-envelope",
+    .options = plan_options,
+    .constraints = policy_constraints,
+    .constraint_count = 1,
+    .examples = plan_examples,
+    .example_count = 1,
+    .output_schema =
+        "{\"type\":\"object\",\"required\":[\"digest\",\"plan\","
+        "\"required_capabilities\"],\"properties\":{\"digest\":{\"type\":"
+        "\"string\",\"pattern\":\"^sha256:[0-9a-f]{64}$\"},\"plan\":{\"type\":"
+        "\"object\"},\"required_capabilities\":{\"type\":\"array\",\"items\":{"
+        "\"type\":\"string\"}}}}",
+};
+
+static const option_def_t* const no_options[] = {NULL};
+
+static const command_def_t cmd_probe = {
+    .id = "probe",
+    .word = "probe",
+    .usage = "probe",
+    .purpose = "Probe every backend: its proved capabilities, and why each "
+               "missing one is missing.",
+    .effect = "read",
+    .output_mode = "json-envelope",
+    .options = no_options,
+    .examples = (const example_def_t[]){{LIST("probe"),
+                                         "List what each backend proved."}},
+    .example_count = 1,
+    .output_schema =
+        "{\"type\":\"object\",\"required\":[\"backends\"],\"properties\":{"
+        "\"backends\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
+        "\"required\":[\"name\",\"capabilities\",\"missing\",\"diagnostic\"]}}"
+        "}}",
+};
+
+/* ------------------------------------------------------ built-ins */
+
+static const operand_def_t command_id_operand[] = {
+    {"COMMAND_ID", "A command identifier.", false, false, KIND_STRING, NULL}};
+
+static const command_def_t cmd_help = {
+    .id = "help",
+    .word = "help",
+    .usage = "help [COMMAND_ID] | --help",
+    .purpose = "Show the help of the program or of one command.",
+    .effect = "read",
+    .output_mode = "json-envelope",
+    .options = no_options,
+    .operands = command_id_operand,
+    .operand_count = 1,
+    .output_schema =
+        "{\"type\":\"object\",\"required\":[\"text\",\"commands\"],"
+        "\"properties\":{\"text\":{\"type\":\"string\"},\"commands\":{\"type\":"
+        "\"array\",\"items\":{\"type\":\"string\"}}}}",
+};
+
+static const command_def_t cmd_version = {
+    .id = "version",
+    .word = "version",
+    .usage = "version | --version",
+    .purpose = "Show the program's identity and version.",
+    .effect = "read",
+    .output_mode = "json-envelope",
+    .options = no_options,
+    .output_schema =
+        "{\"type\":\"object\",\"required\":[\"product\",\"program\","
+        "\"version\",\"contract\",\"cliApi\",\"framework\"]}",
+};
+
+static const option_def_t o_summary = {
+    .name = "--summary", .summary = "Every descriptor, without schemas."};
+static const option_def_t o_prefix = {
+    .name = "--prefix",
+    .summary = "Only the commands of one namespace.",
+    .arg_name = "PREFIX",
+    .kind = KIND_STRING,
+    .pattern = "^[a-z]([a-z0-9.-]*[a-z0-9-])?$",
+    .requires = LIST("--summary"),
+    .conflicts = LIST("COMMAND_ID")};
+static const option_def_t* const describe_options[] = {&o_summary, &o_prefix,
+                                                       NULL};
+
+static const command_def_t cmd_describe = {
+    .id = "describe",
+    .word = "describe",
+    .usage = "describe [COMMAND_ID] [--summary] [--prefix PREFIX]",
+    .purpose = "Describe the catalog, or one command, for agents.",
+    .effect = "read",
+    .output_mode = "json-envelope",
+    .options = describe_options,
+    .operands = command_id_operand,
+    .operand_count = 1,
+    .constraints =
+        (const constraint_def_t[]){{"requires", LIST("--prefix", "--summary")}},
+    .constraint_count = 1,
+    .output_schema = "{\"type\":\"object\",\"required\":[\"schemaVersion\","
+                     "\"kind\",\"commands\"]}",
+};
+
+static const char* const shells[] = {"bash", "zsh", "fish", NULL};
+static const operand_def_t shell_operand[] = {
+    {"SHELL", "The shell.", true, false, KIND_CHOICE, shells}};
+
+static const command_def_t cmd_completion = {
+    .id = "completion",
+    .word = "completion",
+    .usage = "completion SHELL",
+    .purpose = "Print the shell completion script.",
+    .effect = "read",
+    .output_mode = "json-envelope",
+    .options = no_options,
+    .operands = shell_operand,
+    .operand_count = 1,
+    .examples = (const example_def_t[]){{LIST("completion", "bash"),
+                                         "Print the bash completion script."}},
+    .example_count = 1,
+    .output_schema =
+        "{\"type\":\"object\",\"required\":[\"shell\",\"script\"]}",
+};
+
+static const operand_def_t words_operand[] = {
+    {"WORDS", "The words typed so far.", false, true, KIND_STRING, NULL}};
+
+static const command_def_t cmd_complete = {
+    .id = "complete.candidates",
+    .word = "__complete",
+    .usage = "__complete -- WORDS...",
+    .purpose = "Completion candidates for the words typed so far.",
+    .effect = "read",
+    .output_mode = "json-records",
+    .hidden = true,
+    .options = no_options,
+    .operands = words_operand,
+    .operand_count = 1,
+    .output_schema =
+        "{\"type\":\"object\",\"required\":[\"count\",\"records\"]}",
+};
+
+const command_def_t* const warden_commands[] = {
+    &cmd_run,      &cmd_plan,       &cmd_probe,    &cmd_help, &cmd_version,
+    &cmd_describe, &cmd_completion, &cmd_complete, NULL};
+
+const char* const warden_invariants[] = {
+    "Fail closed: a capability the backend did not prove refuses the launch, "
+    "never an unconfined fallback.",
+    "Closed environment: the payload sees exactly the request's environment.",
+    "Descriptors 0-2 per io mode, 3 the protocol socket in isolated mode, "
+    "nothing else.",
+    "The relay transports bytes and never parses or buffers protocol frames "
+    "beyond a bounded window.",
+    "Receipts are written outside anything the sandbox can write.",
+    NULL};
+
+/* ------------------------------------------------------------- lookups */
+
+const command_def_t* catalog_command_by_id(const char* id) {
+  for (size_t i = 0; warden_commands[i] != NULL; i++)
+    if (strcmp(warden_commands[i]->id, id) == 0)
+      return warden_commands[i];
+  return NULL;
+}
+
+const command_def_t* catalog_command_by_word(const char* word) {
+  for (size_t i = 0; warden_commands[i] != NULL; i++)
+    if (strcmp(warden_commands[i]->word, word) == 0)
+      return warden_commands[i];
+  return NULL;
+}
+
+bool catalog_is_global(const option_def_t* opt) {
+  for (size_t i = 0; warden_global_options[i] != NULL; i++)
+    if (warden_global_options[i] == opt)
+      return true;
+  return false;
+}
+
+const option_def_t* catalog_option(const command_def_t* cmd, const char* name) {
+  if (cmd != NULL)
+    for (size_t i = 0; cmd->options[i] != NULL; i++)
+      if (strcmp(cmd->options[i]->name, name) == 0)
+        return cmd->options[i];
+  for (size_t i = 0; warden_global_options[i] != NULL; i++)
+    if (strcmp(warden_global_options[i]->name, name) == 0)
+      return warden_global_options[i];
+  return NULL;
+}
+
+const char* catalog_kind_name(value_kind_t kind) {
+  switch (kind) {
+  case KIND_STRING:
+    return "string";
+  case KIND_PATH:
+    return "path";
+  case KIND_ABSOLUTE_PATH:
+    return "absolute-path";
+  case KIND_CHOICE:
+    return "choice";
+  case KIND_DURATION:
+    return "duration";
+  case KIND_SIZE:
+    return "size";
+  case KIND_UNSIGNED:
+    return "unsigned";
+  case KIND_NONE:
+    break;
+  }
+  return "boolean";
+}

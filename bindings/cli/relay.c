@@ -1,0 +1,420 @@
+/*
+ * The byte relay between maelys-warden's stdio and the payload's socket.
+ *
+ * It transports bytes and never looks at them (invariant 12). Each direction
+ * reads 64 KiB at a time and stops reading while its destination holds more
+ * than RELAY_HIGH_WATER unwritten bytes, resuming below RELAY_LOW_WATER: the
+ * relay never buffers without bound (invariant 16), however fast one side
+ * and slow the other. Regular files and character devices (/dev/null), which
+ * cannot be polled, are read and written through libuv's file operations,
+ * one chunk at a time.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "warden.h"
+
+#define RELAY_CHUNK (64 * 1024)
+#define RELAY_HIGH_WATER (1024 * 1024)
+#define RELAY_LOW_WATER (256 * 1024)
+
+typedef enum end_kind { END_NONE, END_STREAM, END_FILE } end_kind_t;
+
+typedef struct end {
+  end_kind_t kind;
+  int fd;
+  int saved_flags; /* the descriptor's flags before libuv changed them */
+  bool owned;      /* a handle of ours, closed at the end */
+  union {
+    uv_pipe_t pipe;
+    uv_tty_t tty;
+    uv_tcp_t tcp;
+  } h;
+  uv_stream_t* stream;
+  bool closed;
+} end_t;
+
+typedef struct direction {
+  struct relay* relay;
+  end_t* src;
+  end_t* dst;
+  bool reading;
+  bool paused;
+  bool src_eof;
+  bool finished;
+  bool failed;
+  bool is_output; /* socket -> stdout */
+  size_t pending;
+  /* file operations, one chunk in flight */
+  uv_fs_t read_req;
+  uv_fs_t write_req;
+  char* file_buf;
+  size_t file_len, file_off;
+  uv_shutdown_t shutdown_req;
+} direction_t;
+
+typedef struct chunk {
+  uv_write_t req;
+  direction_t* dir;
+  size_t len;
+  char data[];
+} chunk_t;
+
+struct relay {
+  uv_loop_t* loop;
+  end_t in, out, sock;
+  direction_t up;   /* stdin -> socket */
+  direction_t down; /* socket -> stdout */
+  size_t peak;
+  bool closing;
+};
+
+static void dir_pump(direction_t* d);
+static void dir_finish(direction_t* d);
+
+static void track(relay_t* r) {
+  size_t q = r->up.pending + r->down.pending;
+  if (q > r->peak)
+    r->peak = q;
+}
+
+static void open_end(relay_t* r, end_t* e, int fd, bool readable) {
+  e->fd = fd;
+  e->saved_flags = fcntl(fd, F_GETFL);
+  if (e->saved_flags < 0) {
+    e->kind = END_NONE;
+    return;
+  }
+  switch (uv_guess_handle(fd)) {
+  case UV_TTY:
+    if (uv_tty_init(r->loop, &e->h.tty, fd, readable) == 0) {
+      e->kind = END_STREAM;
+      e->stream = (uv_stream_t*)&e->h.tty;
+      e->owned = true;
+      return;
+    }
+    break;
+  case UV_NAMED_PIPE:
+    if (uv_pipe_init(r->loop, &e->h.pipe, 0) == 0) {
+      e->owned = true;
+      if (uv_pipe_open(&e->h.pipe, fd) == 0) {
+        e->kind = END_STREAM;
+        e->stream = (uv_stream_t*)&e->h.pipe;
+        return;
+      }
+    }
+    break;
+  case UV_TCP:
+    if (uv_tcp_init(r->loop, &e->h.tcp) == 0) {
+      e->owned = true;
+      if (uv_tcp_open(&e->h.tcp, fd) == 0) {
+        e->kind = END_STREAM;
+        e->stream = (uv_stream_t*)&e->h.tcp;
+        return;
+      }
+    }
+    break;
+  case UV_FILE:
+    e->kind = END_FILE;
+    return;
+  default:
+    break;
+  }
+  e->kind = END_FILE; /* anything else: plain reads and writes */
+}
+
+/* ------------------------------------------------------------ writing */
+
+static void on_stream_written(uv_write_t* req, int status) {
+  chunk_t* c = (chunk_t*)req;
+  direction_t* d = c->dir;
+  d->pending -= c->len;
+  free(c);
+  if (status < 0 && !d->failed) {
+    d->failed = true;
+    if (d->is_output) {
+      /* stdout is gone: make the payload's writes fail instead of filling
+       * the socket forever. */
+      shutdown(d->src->fd, SHUT_RD);
+    }
+  }
+  if (d->failed || (d->src_eof && d->pending == 0)) {
+    dir_finish(d);
+    return;
+  }
+  if (d->paused && d->pending <= RELAY_LOW_WATER)
+    dir_pump(d);
+}
+
+static void on_file_written(uv_fs_t* req);
+
+static void file_write_next(direction_t* d) {
+  uv_buf_t b = uv_buf_init(d->file_buf + d->file_off,
+                           (unsigned)(d->file_len - d->file_off));
+  if (uv_fs_write(d->relay->loop, &d->write_req, d->dst->fd, &b, 1, -1,
+                  on_file_written) != 0) {
+    d->failed = true;
+    d->pending = 0;
+    dir_finish(d);
+  }
+}
+
+static void on_file_written(uv_fs_t* req) {
+  direction_t* d = req->data;
+  ssize_t n = req->result;
+  uv_fs_req_cleanup(req);
+  if (n < 0) {
+    d->failed = true;
+    d->pending = 0;
+    if (d->is_output)
+      shutdown(d->src->fd, SHUT_RD);
+    dir_finish(d);
+    return;
+  }
+  d->file_off += (size_t)n;
+  if (d->file_off < d->file_len) {
+    file_write_next(d);
+    return;
+  }
+  d->pending = 0;
+  if (d->src_eof) {
+    dir_finish(d);
+    return;
+  }
+  dir_pump(d);
+}
+
+/* Sends `len` bytes of `data` (owned by a chunk when from a stream read) to
+ * the destination. */
+static void deliver(direction_t* d, char* data, size_t len, chunk_t* c) {
+  if (d->failed || d->dst->kind == END_NONE) {
+    free(c);
+    return;
+  }
+  if (d->dst->kind == END_STREAM) {
+    if (c == NULL) {
+      c = malloc(sizeof *c + len);
+      if (c == NULL)
+        abort();
+      memcpy(c->data, data, len);
+    }
+    c->dir = d;
+    c->len = len;
+    d->pending += len;
+    track(d->relay);
+    uv_buf_t b = uv_buf_init(c->data, (unsigned)len);
+    if (uv_write(&c->req, d->dst->stream, &b, 1, on_stream_written) != 0) {
+      d->pending -= len;
+      free(c);
+      d->failed = true;
+      dir_finish(d);
+      return;
+    }
+    if (d->pending > RELAY_HIGH_WATER && d->reading) {
+      /* Backpressure: the destination is slower; stop reading the source
+       * until it has drained. */
+      uv_read_stop(d->src->stream);
+      d->reading = false;
+      d->paused = true;
+    }
+    return;
+  }
+  /* A file destination: one chunk at a time, the source paused meanwhile. */
+  if (c != NULL) {
+    memcpy(d->file_buf, data, len);
+    free(c);
+  } else if (data != d->file_buf) {
+    memcpy(d->file_buf, data, len);
+  }
+  d->file_len = len;
+  d->file_off = 0;
+  d->pending = len;
+  if (d->reading && d->src->kind == END_STREAM) {
+    uv_read_stop(d->src->stream);
+    d->reading = false;
+  }
+  d->paused = true;
+  file_write_next(d);
+}
+
+/* ------------------------------------------------------------ reading */
+
+static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) {
+  (void)h;
+  (void)suggested;
+  chunk_t* c = malloc(sizeof *c + RELAY_CHUNK);
+  if (c == NULL) {
+    *buf = uv_buf_init(NULL, 0);
+    return;
+  }
+  *buf = uv_buf_init(c->data, RELAY_CHUNK);
+}
+
+static direction_t* direction_of(uv_stream_t* s) {
+  relay_t* r = s->data;
+  return s == r->in.stream ? &r->up : &r->down;
+}
+
+static void on_stream_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
+  direction_t* d = direction_of(s);
+  chunk_t* c =
+      buf->base ? (chunk_t*)(buf->base - offsetof(chunk_t, data)) : NULL;
+  if (n > 0) {
+    deliver(d, buf->base, (size_t)n, c);
+    return;
+  }
+  free(c);
+  if (n == 0)
+    return;
+  /* End of file (or an error, which ends the direction the same way). */
+  uv_read_stop(s);
+  d->reading = false;
+  d->src_eof = true;
+  if (d->pending == 0)
+    dir_finish(d);
+}
+
+static void on_file_read(uv_fs_t* req) {
+  direction_t* d = req->data;
+  ssize_t n = req->result;
+  uv_fs_req_cleanup(req);
+  d->reading = false;
+  if (n <= 0) {
+    d->src_eof = true;
+    if (d->pending == 0)
+      dir_finish(d);
+    return;
+  }
+  deliver(d, d->file_buf, (size_t)n, NULL);
+}
+
+static void dir_pump(direction_t* d) {
+  d->paused = false;
+  if (d->src_eof || d->failed || d->reading || d->relay->closing)
+    return;
+  if (d->src->kind == END_STREAM) {
+    d->src->stream->data = d->relay;
+    if (uv_read_start(d->src->stream, on_alloc, on_stream_read) == 0)
+      d->reading = true;
+    else {
+      d->src_eof = true;
+      dir_finish(d);
+    }
+    return;
+  }
+  if (d->src->kind == END_FILE) {
+    uv_buf_t b = uv_buf_init(d->file_buf, RELAY_CHUNK);
+    d->reading = true;
+    if (uv_fs_read(d->relay->loop, &d->read_req, d->src->fd, &b, 1, -1,
+                   on_file_read) != 0) {
+      d->reading = false;
+      d->src_eof = true;
+      dir_finish(d);
+    }
+    return;
+  }
+  d->src_eof = true; /* no source at all: an immediate end-of-file */
+  dir_finish(d);
+}
+
+/* ---------------------------------------------------------- finishing */
+
+static void close_end(end_t* e) {
+  if (e->closed)
+    return;
+  e->closed = true;
+  if (e->owned && e->stream != NULL) {
+    /* Leave the descriptor's flags as we found them (a shared pipe or a
+     * terminal outlives us). */
+    if (e->saved_flags >= 0)
+      fcntl(e->fd, F_SETFL, e->saved_flags);
+    if (e->kind == END_STREAM && e->stream->type == UV_TTY)
+      uv_tty_reset_mode();
+    uv_close((uv_handle_t*)e->stream, NULL);
+  } else if (e->kind == END_FILE) {
+    close(e->fd);
+  }
+}
+
+static void on_shutdown(uv_shutdown_t* req, int status) {
+  (void)req;
+  (void)status;
+}
+
+static void dir_finish(direction_t* d) {
+  if (d->finished)
+    return;
+  d->finished = true;
+  if (d->reading && d->src->kind == END_STREAM)
+    uv_read_stop(d->src->stream);
+  d->reading = false;
+  if (d->is_output) {
+    /* The payload's end-of-file closes our stdout. */
+    close_end(&d->relay->out);
+  } else if (!d->relay->closing && d->dst->kind == END_STREAM) {
+    /* Our stdin's end-of-file shuts the socket's write side. */
+    uv_shutdown(&d->shutdown_req, d->dst->stream, on_shutdown);
+  }
+}
+
+relay_t* relay_start(uv_loop_t* loop, uv_stream_t* socket) {
+  relay_t* r = calloc(1, sizeof *r);
+  if (r == NULL)
+    return NULL;
+  r->loop = loop;
+  open_end(r, &r->in, 0, true);
+  open_end(r, &r->out, 1, false);
+  r->sock.kind = END_STREAM;
+  r->sock.stream = socket;
+  uv_fileno((uv_handle_t*)socket, &r->sock.fd);
+  r->sock.saved_flags = -1;
+  r->up = (direction_t){.relay = r, .src = &r->in, .dst = &r->sock};
+  r->down = (direction_t){
+      .relay = r, .src = &r->sock, .dst = &r->out, .is_output = true};
+  r->up.file_buf = malloc(RELAY_CHUNK);
+  r->down.file_buf = malloc(RELAY_CHUNK);
+  r->up.read_req.data = r->up.write_req.data = &r->up;
+  r->down.read_req.data = r->down.write_req.data = &r->down;
+  if (r->up.file_buf == NULL || r->down.file_buf == NULL) {
+    free(r->up.file_buf);
+    free(r->down.file_buf);
+    free(r);
+    return NULL;
+  }
+  if (r->out.kind == END_NONE)
+    r->down.failed = true;
+  dir_pump(&r->up);
+  dir_pump(&r->down);
+  return r;
+}
+
+bool relay_output_done(const relay_t* r) {
+  return r->down.finished && r->down.pending == 0;
+}
+
+size_t relay_peak_queued(const relay_t* r) {
+  return r->peak;
+}
+
+void relay_close(relay_t* r) {
+  r->closing = true;
+  if (r->up.reading && r->in.kind == END_STREAM)
+    uv_read_stop(r->in.stream);
+  if (r->down.reading && r->sock.kind == END_STREAM)
+    uv_read_stop(r->sock.stream);
+  r->up.reading = r->down.reading = false;
+  close_end(&r->in);
+  close_end(&r->out);
+}
+
+void relay_free(relay_t* r) {
+  if (r == NULL)
+    return;
+  free(r->up.file_buf);
+  free(r->down.file_buf);
+  free(r);
+}

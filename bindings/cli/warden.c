@@ -1,0 +1,783 @@
+/*
+ * maelys-warden: the command-line binding of Maelys Executor, an agent-cli/v2
+ * program. `run` confines a program behind a sealed plan and relays its
+ * stdio; `plan` shows that plan; `probe` shows what each backend proved.
+ */
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "maelys/backend.h"
+#include "warden.h"
+
+#define FORCE_BUDGET_MS 2000
+#define DRAIN_AFTER_EXIT_MS 2000
+
+static const char* const backend_order[] = {"bubblewrap", "posix", NULL};
+
+/* ---------------------------------------------------------- diagnostics */
+
+typedef struct say {
+  bool trace, verbose_trace, quiet;
+} say_t;
+
+static void trace(const say_t* s, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void trace(const say_t* s, const char* fmt, ...) {
+  if (!s->trace)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  fputs(WARDEN_PROGRAM ": ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+static void warn(const say_t* s, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void warn(const say_t* s, const char* fmt, ...) {
+  if (s->quiet)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  fputs(WARDEN_PROGRAM ": warning: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+/* ------------------------------------------------------------- backends */
+
+/* The helper shipped next to this binary (a build tree), else the library's
+ * installed default. */
+static void backend_options(maelys_backend_options_t** out) {
+  *out = NULL;
+  if (maelys_backend_options_create(out, NULL) != MAELYS_EXECUTOR_OK)
+    return;
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0)
+    return;
+  exe[n] = '\0';
+  char helper[PATH_MAX + 32];
+  snprintf(helper, sizeof helper, "%s/maelys-executor-helper", dirname(exe));
+  if (access(helper, X_OK) == 0)
+    maelys_backend_options_set(*out, "helper", helper, NULL);
+}
+
+static int register_backend(maelys_executor_t* ex, const char* name,
+                            cli_error_t* err) {
+  const maelys_backend_t* b = strcmp(name, "bubblewrap") == 0
+                                  ? maelys_backend_bubblewrap()
+                                  : maelys_backend_posix();
+  maelys_backend_options_t* opts = NULL;
+  if (strcmp(name, "bubblewrap") == 0)
+    backend_options(&opts);
+  char* error = NULL;
+  maelys_executor_result_t r =
+      maelys_executor_register_backend(ex, b, opts, &error);
+  maelys_backend_options_destroy(opts);
+  if (r != MAELYS_EXECUTOR_OK) {
+    cli_fail(err, "UNEXPECTED", NULL, "registering backend %s: %s", name,
+             error ? error : maelys_executor_result_name(r));
+    maelys_executor_error_free(error);
+    return -1;
+  }
+  return 0;
+}
+
+static bool known_backend(const char* name) {
+  for (size_t i = 0; backend_order[i]; i++)
+    if (strcmp(backend_order[i], name) == 0)
+      return true;
+  return false;
+}
+
+/* "name: why the first missing capability is missing". */
+static void missing_text(maelys_executor_t* ex, const char* name,
+                         uint64_t missing, char* out, size_t size) {
+  int bit = __builtin_ctzll(missing);
+  char* why = NULL;
+  maelys_executor_backend_missing_reason(ex, name, UINT64_C(1) << bit, &why,
+                                         NULL);
+  char list[512] = "";
+  for (int b = 0; b < 64; b++)
+    if (missing & (UINT64_C(1) << b)) {
+      const char* n = maelys_executor_capability_name(UINT64_C(1) << b);
+      strncat(list, list[0] ? ", " : "", sizeof list - strlen(list) - 1);
+      strncat(list, n ? n : "?", sizeof list - strlen(list) - 1);
+    }
+  snprintf(out, size, "%s did not prove %s (%s)", name, list,
+           why ? why : "no reason given");
+  maelys_executor_string_free(why);
+}
+
+static const char* fix_hint =
+    "Install bubblewrap (apt-get install bubblewrap) where user namespaces "
+    "are allowed; 'maelys-warden probe' shows what each backend proved.";
+
+/* The backend that enforces the plan: the requested one, or the strongest
+ * whose proved capabilities cover it. Never a silent fall back to an
+ * unconfined launch: a plan that needs confinement is refused when no
+ * backend proved it. */
+static int select_backend(maelys_executor_t* ex,
+                          const maelys_executor_plan_t* plan,
+                          const char* requested, const char** chosen,
+                          cli_error_t* err) {
+  uint64_t need = 0;
+  maelys_executor_plan_required_capabilities(plan, &need, NULL);
+  bool host_root =
+      maelys_executor_plan_root(plan, NULL) == MAELYS_EXECUTOR_ROOT_HOST;
+  if (requested != NULL) {
+    if (!known_backend(requested))
+      return cli_fail(err, "NOT_FOUND",
+                      "Use one of: bubblewrap, posix ('maelys-warden probe' "
+                      "lists them).",
+                      "unknown backend '%s'", requested);
+    if (register_backend(ex, requested, err) != 0)
+      return -1;
+    uint64_t proved = 0;
+    maelys_executor_backend_capabilities(ex, requested, &proved, NULL);
+    if (need & ~proved) {
+      char why[2048];
+      missing_text(ex, requested, need & ~proved, why, sizeof why);
+      return cli_fail(err, "POLICY_FAILED", fix_hint,
+                      "the plan cannot be enforced: backend %s", why);
+    }
+    *chosen = requested;
+    return 0;
+  }
+  char reasons[4096] = "";
+  for (size_t i = 0; backend_order[i]; i++) {
+    const char* name = backend_order[i];
+    if (register_backend(ex, name, err) != 0)
+      return -1;
+    uint64_t proved = 0;
+    maelys_executor_backend_capabilities(ex, name, &proved, NULL);
+    bool fits = (need & ~proved) == 0;
+    if (fits && host_root && strcmp(name, "bubblewrap") == 0)
+      fits = false; /* it builds the root from binds; a host root is posix's */
+    if (fits) {
+      *chosen = name;
+      return 0;
+    }
+    char why[2048];
+    if (need & ~proved)
+      missing_text(ex, name, need & ~proved, why, sizeof why);
+    else
+      snprintf(why, sizeof why, "%s cannot keep the host's root", name);
+    strncat(reasons, reasons[0] ? "; " : "",
+            sizeof reasons - strlen(reasons) - 1);
+    strncat(reasons, why, sizeof reasons - strlen(reasons) - 1);
+  }
+  return cli_fail(err, "POLICY_FAILED", fix_hint,
+                  "no backend can enforce this plan: %s", reasons);
+}
+
+static json_t* capability_names(uint64_t mask) {
+  json_t* a = json_array();
+  for (int b = 0; b < 64; b++)
+    if (mask & (UINT64_C(1) << b)) {
+      const char* n = maelys_executor_capability_name(UINT64_C(1) << b);
+      if (n)
+        json_array_append_new(a, json_string(n));
+    }
+  return a;
+}
+
+/* --------------------------------------------------------------- probe */
+
+int warden_probe(const invocation_t* inv) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  maelys_executor_t* ex = NULL;
+  cli_error_t err = {0};
+  err.command = "probe";
+  maelys_executor_create(&loop, &ex, NULL);
+  json_t* backends = json_array();
+  char text[16384] = "";
+  for (size_t i = 0; backend_order[i]; i++) {
+    const char* name = backend_order[i];
+    if (register_backend(ex, name, &err) != 0) {
+      json_decref(backends);
+      maelys_executor_destroy(ex, NULL);
+      uv_run(&loop, UV_RUN_DEFAULT);
+      uv_loop_close(&loop);
+      return cli_emit_failure(inv, &err);
+    }
+    uint64_t proved = 0;
+    maelys_executor_backend_capabilities(ex, name, &proved, NULL);
+    json_t* missing = json_object();
+    size_t off = strlen(text);
+    snprintf(text + off, sizeof text - off, "%s\n", name);
+    for (int b = 0; b < 18; b++) {
+      uint64_t bit = UINT64_C(1) << b;
+      const char* cap = maelys_executor_capability_name(bit);
+      off = strlen(text);
+      if (proved & bit) {
+        snprintf(text + off, sizeof text - off, "  + %s\n", cap);
+        continue;
+      }
+      char* why = NULL;
+      maelys_executor_backend_missing_reason(ex, name, bit, &why, NULL);
+      json_object_set_new(missing, cap, json_string(why ? why : ""));
+      snprintf(text + off, sizeof text - off, "  - %s: %s\n", cap,
+               why ? why : "");
+      maelys_executor_string_free(why);
+    }
+    char* diag = NULL;
+    maelys_executor_backend_diagnostic(ex, name, &diag, NULL);
+    json_array_append_new(
+        backends, json_pack("{s:s, s:o, s:o, s:s}", "name", name,
+                            "capabilities", capability_names(proved), "missing",
+                            missing, "diagnostic", diag ? diag : ""));
+    maelys_executor_string_free(diag);
+  }
+  maelys_executor_destroy(ex, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  uv_loop_close(&loop);
+  return cli_emit_success(inv, json_pack("{s:o}", "backends", backends), text);
+}
+
+/* ---------------------------------------------------------------- plan */
+
+int warden_plan(const invocation_t* inv) {
+  cli_error_t err = {0};
+  err.command = "plan";
+  warden_policy_t policy;
+  maelys_executor_plan_t* plan = NULL;
+  if (warden_policy_from(inv, &policy, &err) != 0 ||
+      warden_build_plan(&policy, &plan, &err) != 0) {
+    err.command = "plan";
+    return cli_emit_failure(inv, &err);
+  }
+  char* digest = NULL;
+  char* json = NULL;
+  uint64_t need = 0;
+  maelys_executor_plan_digest(plan, &digest, NULL);
+  maelys_executor_plan_to_json(plan, &json, NULL);
+  maelys_executor_plan_required_capabilities(plan, &need, NULL);
+  json_t* doc = json_loads(json, 0, NULL);
+  char* text = NULL;
+  size_t size = strlen(json) + strlen(digest) + 64;
+  text = malloc(size);
+  if (text)
+    snprintf(text, size, "digest %s\n%s\n", digest, json);
+  int r = cli_emit_success(inv,
+                           json_pack("{s:s, s:o, s:o}", "digest", digest,
+                                     "plan", doc, "required_capabilities",
+                                     capability_names(need)),
+                           text);
+  free(text);
+  maelys_executor_string_free(digest);
+  maelys_executor_string_free(json);
+  maelys_executor_plan_destroy(plan);
+  return r;
+}
+
+/* ----------------------------------------------------------------- run */
+
+typedef struct run_state {
+  uv_loop_t* loop;
+  maelys_execution_t* execution;
+  relay_t* relay;
+  uv_signal_t signals[3];
+  uv_timer_t wall;
+  uv_timer_t drain;
+  bool exited;
+  bool drained;
+  bool finished;
+  int stop_requests;
+  maelys_execution_status_t status;
+  char step[32];
+  char message[1024];
+  say_t say;
+} run_state_t;
+
+static void check_done(run_state_t* st) {
+  if (st->exited && (st->drained || relay_output_done(st->relay)))
+    st->finished = true;
+}
+
+static void on_stopped(maelys_execution_t* e, maelys_execution_stop_result_t r,
+                       void* data) {
+  run_state_t* st = data;
+  (void)e;
+  static const char* const names[] = {
+      "",       "already-exited", "graceful",
+      "forced", "still-running",  "containment-failed"};
+  trace(&st->say, "stop: %s", names[r]);
+  if (r == MAELYS_EXEC_STOPPED_CONTAINMENT_FAILED)
+    warn(&st->say, "the sandbox outlived its forced stop (containment "
+                   "failure)");
+}
+
+static void request_stop(run_state_t* st, const char* why) {
+  maelys_execution_stop_mode_t mode =
+      st->stop_requests++ == 0 ? MAELYS_EXEC_STOP_GRACEFUL_THEN_FORCED
+                               : MAELYS_EXEC_STOP_FORCED;
+  trace(&st->say, "%s: stopping %s", why,
+        mode == MAELYS_EXEC_STOP_FORCED ? "by force" : "gracefully");
+  maelys_execution_stop(st->execution, mode, on_stopped, st, NULL);
+}
+
+static void on_signal(uv_signal_t* h, int signum) {
+  run_state_t* st = h->data;
+  request_stop(st, strsignal(signum));
+}
+
+static void on_wall(uv_timer_t* t) {
+  run_state_t* st = t->data;
+  warn(&st->say, "--wall-time reached");
+  request_stop(st, "wall time");
+}
+
+static void on_drain_timeout(uv_timer_t* t) {
+  run_state_t* st = t->data;
+  /* Something still holds the socket after the payload exited (only an
+   * unconfined posix run can leave such a descendant): stop waiting. */
+  st->drained = true;
+  check_done(st);
+}
+
+static void on_exit_status(maelys_execution_t* e,
+                           const maelys_execution_status_t* s, void* data) {
+  run_state_t* st = data;
+  (void)e;
+  st->status = *s;
+  snprintf(st->step, sizeof st->step, "%s", s->launch_step);
+  snprintf(st->message, sizeof st->message, "%s", s->message);
+  st->exited = true;
+  uv_timer_stop(&st->wall);
+  uv_timer_start(&st->drain, on_drain_timeout, DRAIN_AFTER_EXIT_MS, 0);
+  check_done(st);
+}
+
+static int base_env(maelys_execution_request_t* req, const invocation_t* inv,
+                    const say_t* say, char* path_out, size_t path_size,
+                    cli_error_t* err) {
+  char* error = NULL;
+  maelys_execution_request_set_environment_mode(req, MAELYS_EXEC_ENV_EXPLICIT,
+                                                NULL);
+  const char* names[256];
+  size_t n = 0;
+  snprintf(path_out, path_size, "/usr/local/bin:/usr/bin:/bin");
+  const given_option_t* g = cli_option(inv, "--env");
+  for (size_t i = 0; g && i < g->count; i++) {
+    char* eq = strchr(g->values[i], '=');
+    *eq = '\0';
+    maelys_executor_result_t r = maelys_execution_request_add_environment(
+        req, g->values[i], eq + 1, &error);
+    if (r == MAELYS_EXECUTOR_OK && n < 256)
+      names[n++] = g->values[i];
+    if (r == MAELYS_EXECUTOR_OK && strcmp(g->values[i], "PATH") == 0)
+      snprintf(path_out, path_size, "%s", eq + 1);
+    if (r != MAELYS_EXECUTOR_OK) {
+      cli_fail(err, "VALIDATION_FAILED", NULL, "--env %s: %s", g->values[i],
+               error ? error : "");
+      *eq = '=';
+      maelys_executor_error_free(error);
+      return -1;
+    }
+  }
+  g = cli_option(inv, "--pass-env");
+  for (size_t i = 0; g && i < g->count; i++) {
+    const char* v = getenv(g->values[i]);
+    if (v == NULL) {
+      warn(say, "--pass-env %s: not set in this environment, not passed",
+           g->values[i]);
+      continue;
+    }
+    maelys_executor_result_t r =
+        maelys_execution_request_add_environment(req, g->values[i], v, &error);
+    if (r != MAELYS_EXECUTOR_OK) {
+      cli_fail(err, "VALIDATION_FAILED", NULL, "--pass-env %s: %s",
+               g->values[i], error ? error : "");
+      maelys_executor_error_free(error);
+      return -1;
+    }
+    if (n < 256)
+      names[n++] = g->values[i];
+    if (strcmp(g->values[i], "PATH") == 0)
+      snprintf(path_out, path_size, "%s", v);
+  }
+  /* The profile's base only adds what the caller did not give: it never
+   * replaces an entry (invariant 4). */
+  static const char* const base[][2] = {
+      {"PATH", "/usr/local/bin:/usr/bin:/bin"},
+      {"HOME", WARDEN_HOME},
+      {"TMPDIR", "/tmp"},
+      {"LANG", "C.UTF-8"}};
+  for (size_t b = 0; b < 4; b++) {
+    bool given = false;
+    for (size_t i = 0; i < n; i++)
+      given = given || strcmp(names[i], base[b][0]) == 0;
+    if (!given)
+      maelys_execution_request_add_environment(req, base[b][0], base[b][1],
+                                               NULL);
+  }
+  return 0;
+}
+
+/* PROGRAM as an absolute path: searched on the sandbox's PATH when it has no
+ * '/', made absolute against the current directory otherwise. */
+static int resolve_program(const char* program, const char* path, char* out,
+                           size_t size, cli_error_t* err) {
+  if (strchr(program, '/') != NULL) {
+    if (warden_absolute(program, out, size) != 0)
+      return cli_fail(err, "VALIDATION_FAILED", NULL, "PROGRAM too long");
+    return 0;
+  }
+  char copy[PATH_MAX];
+  snprintf(copy, sizeof copy, "%s", path);
+  for (char *save = NULL, *dir = strtok_r(copy, ":", &save); dir != NULL;
+       dir = strtok_r(NULL, ":", &save)) {
+    if (dir[0] != '/')
+      continue;
+    snprintf(out, size, "%s/%s", dir, program);
+    struct stat s;
+    if (stat(out, &s) == 0 && S_ISREG(s.st_mode) && access(out, X_OK) == 0)
+      return 0;
+  }
+  return cli_fail(err, "NOT_FOUND",
+                  "Name the program by its absolute path, or add its "
+                  "directory with --env PATH=...",
+                  "program '%s' was not found on the sandbox's PATH (%s)",
+                  program, path);
+}
+
+static int receipt_dir(const invocation_t* inv, char* out, size_t size,
+                       cli_error_t* err) {
+  const char* given = cli_value(inv, "--receipt-dir");
+  char candidate[PATH_MAX];
+  if (given != NULL) {
+    snprintf(candidate, sizeof candidate, "%s", given);
+  } else {
+    const char* state = getenv("XDG_STATE_HOME");
+    const char* home = getenv("HOME");
+    if (state != NULL && state[0] == '/')
+      snprintf(candidate, sizeof candidate, "%s/maelys/receipts", state);
+    else if (home != NULL && home[0] == '/')
+      snprintf(candidate, sizeof candidate, "%s/.local/state/maelys/receipts",
+               home);
+    else
+      return cli_fail(err, "VALIDATION_FAILED", "Give --receipt-dir DIR.",
+                      "neither XDG_STATE_HOME nor HOME is set, so there is no "
+                      "default receipt directory");
+  }
+  if (warden_absolute(candidate, out, size) != 0)
+    return cli_fail(err, "VALIDATION_FAILED", NULL, "--receipt-dir too long");
+  return 0;
+}
+
+static const char* error_code_for(maelys_executor_result_t r) {
+  switch (r) {
+  case MAELYS_EXECUTOR_ERR_CAPABILITY:
+  case MAELYS_EXECUTOR_ERR_UNSUPPORTED:
+    return "POLICY_FAILED";
+  case MAELYS_EXECUTOR_ERR_DENIED:
+    return "ACCESS_DENIED";
+  case MAELYS_EXECUTOR_ERR_NOT_FOUND:
+    return "NOT_FOUND";
+  case MAELYS_EXECUTOR_ERR_SPAWN:
+    return "PROCESS_FAILED";
+  case MAELYS_EXECUTOR_ERR_IO:
+    return "IO_FAILED";
+  case MAELYS_EXECUTOR_ERR_ARGUMENT:
+    return "VALIDATION_FAILED";
+  default:
+    return "UNEXPECTED";
+  }
+}
+
+int warden_run(const invocation_t* inv) {
+  cli_error_t err = {0};
+  err.command = "run";
+  say_t say = {cli_flag(inv, "--trace"), cli_flag(inv, "--verbose-trace"),
+               cli_flag(inv, "--quiet")};
+  warden_policy_t policy;
+  maelys_executor_plan_t* plan = NULL;
+  maelys_execution_request_t* req = NULL;
+  maelys_executor_t* ex = NULL;
+  uv_loop_t* loop = uv_default_loop();
+  int code = 1;
+  char* error = NULL;
+  char path[PATH_MAX], program[PATH_MAX], receipts[PATH_MAX];
+  static run_state_t st; /* lives as long as the process: callbacks of the
+                            socket's cancelled writes may refer to it */
+
+  if (warden_policy_from(inv, &policy, &err) != 0 ||
+      warden_build_plan(&policy, &plan, &err) != 0 ||
+      receipt_dir(inv, receipts, sizeof receipts, &err) != 0)
+    goto fail;
+  if (maelys_execution_request_create(&req, NULL) != MAELYS_EXECUTOR_OK ||
+      base_env(req, inv, &say, path, sizeof path, &err) != 0 ||
+      resolve_program(inv->operands[0], path, program, sizeof program, &err) !=
+          0)
+    goto fail;
+  int64_t grace = cli_duration_ms(
+      cli_value(inv, "--grace") ? cli_value(inv, "--grace") : "2s");
+  if (grace <= 0 || grace > 3600000) {
+    cli_fail(&err, "VALIDATION_FAILED", NULL,
+             "--grace must be between 1ms and 1h");
+    goto fail;
+  }
+  const char* io = cli_value(inv, "--io");
+  bool stdio_mode = io != NULL && strcmp(io, "stdio") == 0;
+  maelys_executor_result_t r =
+      maelys_execution_request_set_executable(req, program, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_argv(
+        req, (const char* const*)inv->operands, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_cwd(req, policy.workspace, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_io_mode(
+        req,
+        stdio_mode ? MAELYS_EXEC_IO_DUPLEX_STDIO
+                   : MAELYS_EXEC_IO_ISOLATED_DUPLEX,
+        stdio_mode ? -1 : 3, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_stop_budget(req, (uint64_t)grace,
+                                                 FORCE_BUDGET_MS, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_receipt_dir(req, receipts, &error);
+  if (r != MAELYS_EXECUTOR_OK) {
+    cli_fail(&err, error_code_for(r), NULL, "%s", error ? error : "");
+    goto fail;
+  }
+
+  maelys_executor_create(loop, &ex, NULL);
+  const char* backend = NULL;
+  if (select_backend(ex, plan, cli_value(inv, "--backend"), &backend, &err) !=
+      0)
+    goto fail;
+  maelys_execution_request_set_backend(req, backend, NULL);
+  uint64_t proved = 0, need = 0;
+  maelys_executor_backend_capabilities(ex, backend, &proved, NULL);
+  maelys_executor_plan_required_capabilities(plan, &need, NULL);
+  char* digest = NULL;
+  maelys_executor_plan_digest(plan, &digest, NULL);
+  trace(&say, "plan %s", digest);
+  trace(&say, "backend %s", backend);
+  if (need == 0)
+    warn(&say,
+         "the plan confines nothing: '%s' runs unconfined on the %s "
+         "backend",
+         program, backend);
+  if (say.verbose_trace) {
+    char* json = NULL;
+    maelys_executor_plan_to_json(plan, &json, NULL);
+    json_t* caps = capability_names(proved);
+    char* capstext = json_dumps(caps, JSON_COMPACT);
+    trace(&say, "proved by %s: %s", backend, capstext);
+    trace(&say, "sealed plan:\n%s", json);
+    free(capstext);
+    json_decref(caps);
+    maelys_executor_string_free(json);
+  }
+  maelys_executor_string_free(digest);
+
+  st.loop = loop;
+  st.say = say;
+  r = maelys_execution_spawn(ex, plan, req, &st.execution, &error);
+  if (r != MAELYS_EXECUTOR_OK) {
+    cli_fail(&err, error_code_for(r),
+             r == MAELYS_EXECUTOR_ERR_DENIED
+                 ? "Choose a --receipt-dir (and paths) the sandbox cannot "
+                   "write."
+                 : NULL,
+             "%s", error ? error : "");
+    goto fail;
+  }
+  trace(&say, "execution %s, launcher pid %d",
+        maelys_execution_id(st.execution), maelys_execution_pid(st.execution));
+  uv_stream_t* socket = NULL;
+  maelys_execution_stream(st.execution, MAELYS_EXEC_STREAM_PROTOCOL, &socket,
+                          NULL);
+  st.relay = relay_start(loop, socket);
+  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+  for (int i = 0; i < 3; i++) {
+    uv_signal_init(loop, &st.signals[i]);
+    st.signals[i].data = &st;
+    uv_signal_start(&st.signals[i], on_signal, sigs[i]);
+    uv_unref((uv_handle_t*)&st.signals[i]);
+  }
+  uv_timer_init(loop, &st.wall);
+  uv_timer_init(loop, &st.drain);
+  st.wall.data = st.drain.data = &st;
+  uv_unref((uv_handle_t*)&st.drain);
+  const char* wall = cli_value(inv, "--wall-time");
+  if (wall != NULL)
+    uv_timer_start(&st.wall, on_wall, (uint64_t)cli_duration_ms(wall), 0);
+  uv_unref((uv_handle_t*)&st.wall);
+  maelys_execution_wait(st.execution, on_exit_status, &st, NULL);
+
+  while (!st.finished)
+    uv_run(loop, UV_RUN_ONCE);
+
+  switch (st.status.outcome) {
+  case MAELYS_EXEC_OUTCOME_EXITED:
+    code = st.status.exit_code;
+    trace(&say, "exited with status %d", code);
+    break;
+  case MAELYS_EXEC_OUTCOME_SIGNALED:
+    code = 128 + st.status.term_signal;
+    trace(&say, "killed by signal %d", st.status.term_signal);
+    break;
+  default:
+    code = 1;
+    cli_fail(&err, "PROCESS_FAILED",
+             "Check that the program and what it needs are inside the "
+             "sandbox ('maelys-warden plan' shows what is).",
+             "the program did not start: %s: %s", st.step, st.message);
+    cli_emit_failure(inv, &err);
+    break;
+  }
+  if (maelys_execution_receipt_path(st.execution) != NULL)
+    trace(&say, "receipt %s", maelys_execution_receipt_path(st.execution));
+  fflush(stdout);
+  relay_close(st.relay);
+  maelys_execution_release(st.execution);
+  for (int i = 0; i < 3; i++)
+    uv_close((uv_handle_t*)&st.signals[i], NULL);
+  uv_close((uv_handle_t*)&st.wall, NULL);
+  uv_close((uv_handle_t*)&st.drain, NULL);
+  maelys_executor_destroy(ex, NULL);
+  uv_run(loop, UV_RUN_DEFAULT);
+  relay_free(st.relay);
+  uv_loop_close(loop);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  return code;
+
+fail:
+  maelys_executor_error_free(error);
+  err.command = "run";
+  cli_emit_failure(inv, &err);
+  if (ex != NULL) {
+    maelys_executor_destroy(ex, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+  }
+  uv_loop_close(loop);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  return 1;
+}
+
+/* ------------------------------------------------------------ built-ins */
+
+static int builtin(const invocation_t* inv) {
+  cli_error_t err = {0};
+  err.command = inv->cmd->id;
+  const char* id = inv->cmd->id;
+  if (strcmp(id, "version") == 0) {
+    char text[128];
+    snprintf(text, sizeof text, "%s %s (%s)\n", WARDEN_PROGRAM, cli_version(),
+             WARDEN_CONTRACT);
+    return cli_emit_success(inv,
+                            json_pack("{s:s, s:s, s:s, s:s, s:i, s:s}",
+                                      "product", WARDEN_PRODUCT, "program",
+                                      WARDEN_PROGRAM, "version", cli_version(),
+                                      "contract", WARDEN_CONTRACT, "cliApi", 1,
+                                      "framework", WARDEN_FRAMEWORK),
+                            text);
+  }
+  if (strcmp(id, "describe") == 0) {
+    const char* target = inv->operand_count ? inv->operands[0] : NULL;
+    const char* prefix = cli_value(inv, "--prefix");
+    json_t* doc;
+    if (prefix != NULL)
+      doc = cli_describe("summary", prefix, &err);
+    else if (cli_flag(inv, "--summary"))
+      doc = cli_describe("summary", NULL, &err);
+    else if (target != NULL)
+      doc = cli_describe("command", target, &err);
+    else
+      doc = cli_describe("catalog", NULL, &err);
+    if (doc == NULL)
+      return cli_emit_failure(inv, &err);
+    return cli_emit_success(inv, doc, NULL);
+  }
+  if (strcmp(id, "completion") == 0) {
+    char* script = cli_completion_script(inv->operands[0]);
+    int r = cli_emit_success(
+        inv,
+        json_pack("{s:s, s:s}", "shell", inv->operands[0], "script", script),
+        script);
+    free(script);
+    return r;
+  }
+  if (strcmp(id, "complete.candidates") == 0) {
+    json_t* data = cli_complete(inv->operands, inv->operand_count);
+    char text[16384] = "";
+    size_t i;
+    json_t* rec;
+    json_array_foreach(json_object_get(data, "records"), i, rec) {
+      size_t off = strlen(text);
+      snprintf(text + off, sizeof text - off, "%s\n",
+               json_string_value(json_object_get(rec, "word")));
+    }
+    return cli_emit_success(inv, data, text);
+  }
+  /* help: of the program, of an identifier, or --help after a command. */
+  const command_def_t* about = NULL;
+  if (inv->help) {
+    about = inv->cmd;
+  } else if (inv->operand_count > 0) {
+    about = catalog_command_by_id(inv->operands[0]);
+    if (about == NULL) {
+      cli_fail(&err, "INVALID_COMMAND",
+               "Run 'maelys-warden help' to list the commands.",
+               "unknown command '%s'", inv->operands[0]);
+      return cli_emit_failure(inv, &err);
+    }
+  }
+  char* text = cli_help_text(about);
+  json_t* ids = json_array();
+  if (about != NULL) {
+    json_array_append_new(ids, json_string(about->id));
+  } else {
+    for (size_t k = 0; warden_commands[k]; k++)
+      if (!warden_commands[k]->hidden)
+        json_array_append_new(ids, json_string(warden_commands[k]->id));
+  }
+  int r = cli_emit_success(
+      inv, json_pack("{s:s, s:o}", "text", text ? text : "", "commands", ids),
+      text);
+  free(text);
+  return r;
+}
+
+int main(int argc, char** argv) {
+  /* Writing to a reader that went away is an error to handle, not a death. */
+  signal(SIGPIPE, SIG_IGN);
+  invocation_t inv;
+  cli_error_t err;
+  if (cli_parse(argc, argv, &inv, &err) != 0) {
+    cli_guess_format(&inv);
+    int code = cli_emit_failure(&inv, &err);
+    cli_invocation_free(&inv);
+    return code;
+  }
+  int code;
+  if (inv.help || strcmp(inv.cmd->id, "help") == 0)
+    code = builtin(&inv);
+  else if (strcmp(inv.cmd->id, "run") == 0)
+    code = warden_run(&inv);
+  else if (strcmp(inv.cmd->id, "plan") == 0)
+    code = warden_plan(&inv);
+  else if (strcmp(inv.cmd->id, "probe") == 0)
+    code = warden_probe(&inv);
+  else
+    code = builtin(&inv);
+  cli_invocation_free(&inv);
+  return code;
+}

@@ -1,0 +1,64 @@
+/* maelys-warden's commands, profiles and relay. Only the library's public
+ * headers are used (the way minijail0 uses only libminijail.h). */
+#ifndef MAELYS_WARDEN_H
+#define MAELYS_WARDEN_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cli.h"
+#include "maelys/executor.h"
+
+/* HOME inside the built-in profiles: a directory of the private /tmp. */
+#define WARDEN_HOME "/tmp/home"
+
+typedef struct warden_policy {
+  const char* plan_file; /* --plan, or NULL for a built-in profile */
+  bool writable;         /* --rw */
+  bool network_inherit;
+  const char* const* allow_read;
+  size_t allow_read_count;
+  const char* const* deny;
+  size_t deny_count;
+  char workspace[PATH_MAX]; /* canonical */
+} warden_policy_t;
+
+int warden_policy_from(const invocation_t* inv, warden_policy_t* policy,
+                       cli_error_t* err);
+int warden_build_plan(const warden_policy_t* policy,
+                      maelys_executor_plan_t** out, cli_error_t* err);
+int warden_profile_plan(const warden_policy_t* policy,
+                        maelys_executor_plan_t** out, cli_error_t* err);
+int warden_file_plan(const char* file, maelys_executor_plan_t** out,
+                     cli_error_t* err);
+/* An absolute, lexically normalised form of path (relative to the cwd). */
+int warden_absolute(const char* path, char* out, size_t size);
+
+/* ---------------------------------------------------------------- relay */
+
+typedef struct relay relay_t;
+
+/* Relays this process's stdin to `socket` and `socket` to this process's
+ * stdout: bytes only, 64 KiB reads, backpressure both ways (a direction
+ * stops reading while its destination holds more than a high-water mark),
+ * half-close (stdin's end-of-file shuts the socket's write side; the
+ * socket's end-of-file closes stdout). `socket` is borrowed. */
+relay_t* relay_start(uv_loop_t* loop, uv_stream_t* socket);
+/* True once the socket reached end-of-file and stdout was flushed and
+ * closed. */
+bool relay_output_done(const relay_t* relay);
+/* Stops relaying and closes this process's stdin and stdout handles (on the
+ * next turn of the loop). */
+void relay_close(relay_t* relay);
+/* Frees the relay once the loop has run to completion (every write on the
+ * socket completed or was cancelled when its handle closed). */
+void relay_free(relay_t* relay);
+/* Peak bytes held in the relay's queues, for diagnostics. */
+size_t relay_peak_queued(const relay_t* relay);
+
+int warden_run(const invocation_t* inv);
+int warden_plan(const invocation_t* inv);
+int warden_probe(const invocation_t* inv);
+
+#endif

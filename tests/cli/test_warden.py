@@ -1,0 +1,575 @@
+#!/usr/bin/env python3
+"""End-to-end tests of maelys-warden through the built binary.
+
+Every envelope is validated against the published agent-cli/v2 schemas, read
+from ../shared/agent-cli-v2 at test time (never copied into the project).
+
+    test_warden.py --warden BIN --fixture BIN --schemas DIR --man FILE
+"""
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+ARGS = None
+
+try:
+    import jsonschema
+except ImportError:  # the test must fail, not skip: ci/deps.sh installs it
+    sys.stderr.write("python3-jsonschema is required (apt-get install "
+                     "python3-jsonschema)\n")
+    sys.exit(1)
+
+
+def load_schema(name):
+    path = os.path.join(ARGS.schemas, name)
+    if not os.path.exists(path):
+        raise SystemExit("agent-cli/v2 schema not found at %s: the tests read "
+                         "the published schemas from ../shared" % path)
+    with open(path) as f:
+        return json.load(f)
+
+
+class Warden(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.envelope_schema = load_schema("envelope.json")
+        cls.describe_schema = load_schema("describe.json")
+        cls.tmp = tempfile.mkdtemp(prefix="maelys-warden-test-")
+        os.chmod(cls.tmp, 0o755)
+        cls.state = os.path.join(cls.tmp, "state")
+        os.makedirs(cls.state)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        self.ws = tempfile.mkdtemp(dir=self.tmp, prefix="ws-")
+        os.chmod(self.ws, 0o755)
+
+    def env(self, **extra):
+        e = {"PATH": "/usr/bin:/bin", "HOME": self.tmp,
+             "XDG_STATE_HOME": self.state}
+        e.update(extra)
+        return e
+
+    def warden(self, *args, input=None, env=None, timeout=120, check=None):
+        p = subprocess.run([ARGS.warden] + list(args), input=input,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           env=env or self.env(), cwd=self.ws,
+                           timeout=timeout)
+        if check is not None:
+            self.assertEqual(p.returncode, check,
+                             "stderr: %s" % p.stderr.decode(errors="replace"))
+        return p
+
+    def envelope(self, text):
+        doc = json.loads(text)
+        jsonschema.validate(doc, self.envelope_schema)
+        return doc
+
+    def run_args(self, *extra):
+        return ["run", "--rw", "--allow-read", ARGS.fixture] + list(extra)
+
+    # ------------------------------------------------------- agent-cli/v2
+
+    def test_describe_validates(self):
+        forms = [["describe"], ["describe", "--summary"],
+                 ["describe", "--summary", "--prefix", "run"],
+                 ["describe", "run"], ["describe", "plan"],
+                 ["describe", "complete.candidates"]]
+        for form in forms:
+            p = self.warden(*form, "--format", "json", check=0)
+            doc = self.envelope(p.stdout)
+            self.assertTrue(doc["ok"])
+            jsonschema.validate(doc["data"], self.describe_schema)
+        catalog = json.loads(self.warden("describe", "--format", "json")
+                             .stdout)["data"]
+        ids = [c["id"] for c in catalog["commands"]]
+        for want in ["run", "plan", "probe", "help", "version", "describe",
+                     "completion", "complete.candidates"]:
+            self.assertIn(want, ids)
+        run = next(c for c in catalog["commands"] if c["id"] == "run")
+        self.assertEqual(run["effect"], "stream")
+        self.assertEqual(run["outputMode"], "protocol-stream")
+        longs = [o["long"] for o in run["input"]["options"]]
+        for want in ["--ro", "--rw", "--plan", "--workspace", "--allow-read",
+                     "--deny", "--network", "--env", "--pass-env",
+                     "--backend", "--wall-time", "--grace", "--receipt-dir",
+                     "--trace", "--quiet", "--verbose-trace", "--io"]:
+            self.assertIn(want, longs)
+        self.assertEqual(run["usage"], run["input"]["synopsis"])
+        p = self.warden("describe", "nosuch", "--format", "json", check=1)
+        self.assertEqual(self.envelope(p.stderr)["error"]["code"],
+                         "INVALID_COMMAND")
+        self.assertEqual(p.stdout, b"")
+
+    def test_envelopes_of_builtins(self):
+        for form in [["version"], ["--version"], ["help"], ["help", "run"],
+                     ["run", "--help"], ["probe"], ["plan", "--ro"],
+                     ["completion", "bash"]]:
+            p = self.warden(*form, env=self.env(MAELYS_CLI_FORMAT="json"),
+                            check=0)
+            doc = self.envelope(p.stdout)
+            self.assertEqual(doc["exitCode"], 0)
+        p = self.warden("run", "--help", "--format", "json", check=0)
+        doc = self.envelope(p.stdout)
+        self.assertEqual(doc["command"], "help")
+        self.assertEqual(doc["data"]["commands"], ["run"])
+        p = self.warden("version", check=0)
+        self.assertIn(b"maelys-warden", p.stdout)
+
+    def test_help_text_and_completion(self):
+        p = self.warden("help", check=0)
+        for cmd in [b"run", b"plan", b"probe", b"describe"]:
+            self.assertIn(cmd, p.stdout)
+        p = self.warden("completion", "bash", check=0)
+        self.assertIn(b"__complete", p.stdout)
+        p = self.warden("__complete", "--", "ru", check=0)
+        self.assertEqual(p.stdout, b"run\n")
+        p = self.warden("__complete", "--", "run", "--ne", check=0)
+        self.assertEqual(p.stdout, b"--network\n")
+        p = self.warden("__complete", "--", "run", "--network", "",
+                        check=0)
+        self.assertEqual(p.stdout.split(), [b"none", b"inherit"])
+        p = self.warden("__complete", "--format", "jsonl", "--", "ru",
+                        check=0)
+        self.assertEqual(json.loads(p.stdout), {"word": "run"})
+
+    def test_bad_invocations_fail_closed(self):
+        """Each refusal: its error code, a non-zero status, an envelope that
+        validates, and nothing launched."""
+        marker = os.path.join(self.ws, "launched")
+        payload = ["--", ARGS.fixture, "escape", "write", marker]
+        bad_plan = os.path.join(self.tmp, "bad-plan.json")
+        with open(bad_plan, "w") as f:
+            f.write('{"format": "maelys-executor-plan/1", "mounts": [')
+        invalid_plan = os.path.join(self.tmp, "invalid-plan.json")
+        with open(invalid_plan, "w") as f:
+            json.dump({"format": "maelys-executor-plan/1", "frobs": 1}, f)
+        cases = [
+            (["run", "--frobnicate"] + payload, "VALIDATION_FAILED"),
+            (["run", "--rw", "--network", "sometimes"] + payload,
+             "VALIDATION_FAILED"),
+            (["run", "--rw", "--grace", "soon"] + payload,
+             "VALIDATION_FAILED"),
+            (["run", "--rw", "--env", "NOEQUALS"] + payload,
+             "VALIDATION_FAILED"),
+            (["run", "--rw", "--io", "pipe"] + payload, "VALIDATION_FAILED"),
+            (["run", "--rw", "--grace", "1s", "--grace", "2s"] + payload,
+             "VALIDATION_FAILED"),
+            (["run"] + payload, "VALIDATION_FAILED"),
+            (["run", "--rw", "--ro"] + payload, "VALIDATION_FAILED"),
+            (["run", "--rw", "--plan", bad_plan] + payload,
+             "VALIDATION_FAILED"),
+            (["run", "--rw", "--verbose-trace"] + payload,
+             "VALIDATION_FAILED"),
+            (["run", "--rw", "--trace", "--quiet"] + payload,
+             "VALIDATION_FAILED"),
+            (["run", "--rw", "--format", "json"] + payload,
+             "VALIDATION_FAILED"),
+            (["run", "--rw", "--backend", "nosuch"] + payload, "NOT_FOUND"),
+            (["run", "--rw", "--backend", "posix"] + payload,
+             "POLICY_FAILED"),
+            (["run", "--plan", os.path.join(self.tmp, "absent.json")] +
+             payload, "NOT_FOUND"),
+            (["run", "--plan", bad_plan] + payload, "PROTOCOL_FAILED"),
+            (["run", "--plan", invalid_plan] + payload, "PROTOCOL_FAILED"),
+            (["run", "--rw", "--receipt-dir",
+              os.path.join(self.ws, "receipts")] + payload, "ACCESS_DENIED"),
+            (["run", "--rw", "--", "no-such-program-anywhere"], "NOT_FOUND"),
+            (["run", "--rw", "--deny", os.path.join(self.ws, "absent")] +
+             payload, "POLICY_FAILED"),
+            (["frobnicate"], "INVALID_COMMAND"),
+            (["plan", "--rw", "--ro"], "VALIDATION_FAILED"),
+            (["describe", "--prefix", "run"], "VALIDATION_FAILED"),
+        ]
+        if os.geteuid() != 0:
+            unreadable = os.path.join(self.tmp, "unreadable.json")
+            with open(unreadable, "w") as f:
+                f.write("{}")
+            os.chmod(unreadable, 0)
+            cases.append((["run", "--plan", unreadable] + payload,
+                          "IO_FAILED"))
+        for argv, code in cases:
+            with self.subTest(argv=argv):
+                p = self.warden(*argv, env=self.env(MAELYS_CLI_FORMAT="json"))
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertEqual(p.stdout, b"")
+                doc = self.envelope(p.stderr)
+                self.assertFalse(doc["ok"])
+                self.assertEqual(doc["error"]["code"], code,
+                                 doc["error"]["message"])
+                self.assertFalse(os.path.exists(marker),
+                                 "something was launched")
+        # Text rendering of a failure.
+        p = self.warden("run", "--frobnicate", check=1)
+        self.assertIn(b"maelys-warden: [VALIDATION_FAILED]", p.stderr)
+        # A missing bwrap says what is missing.
+        p = self.warden("run", "--rw", *payload,
+                        env=self.env(PATH="/nonexistent",
+                                     MAELYS_CLI_FORMAT="json"))
+        self.assertEqual(p.returncode, 1)
+        doc = self.envelope(p.stderr)
+        self.assertEqual(doc["error"]["code"], "POLICY_FAILED")
+        self.assertIn("bwrap was not found", doc["error"]["message"])
+        self.assertIn("bubblewrap", doc["error"]["hint"])
+        self.assertFalse(os.path.exists(marker))
+
+    def test_plan_is_stable(self):
+        a = self.warden("plan", "--rw", "--format", "json", check=0)
+        b = self.warden("plan", "--rw", "--format", "json", check=0)
+        da = self.envelope(a.stdout)["data"]
+        db = self.envelope(b.stdout)["data"]
+        self.assertRegex(da["digest"], "^sha256:[0-9a-f]{64}$")
+        self.assertEqual(da["digest"], db["digest"])
+        c = self.warden("plan", "--ro", "--format", "json", check=0)
+        self.assertNotEqual(self.envelope(c.stdout)["data"]["digest"],
+                            da["digest"])
+        self.assertIn("network_none", da["required_capabilities"])
+        # The printed plan is a plan file run accepts, digest verified.
+        path = os.path.join(self.tmp, "saved-plan.json")
+        with open(path, "w") as f:
+            json.dump(da["plan"], f)
+        p = self.warden("plan", "--plan", path, "--format", "json", check=0)
+        self.assertEqual(self.envelope(p.stdout)["data"]["digest"],
+                         da["digest"])
+        p = self.warden("plan", "--rw", "--field", "digest", check=0)
+        self.assertEqual(p.stdout.decode().strip(), da["digest"])
+
+    def test_probe(self):
+        p = self.warden("probe", "--format", "json", check=0)
+        data = self.envelope(p.stdout)["data"]
+        names = [b["name"] for b in data["backends"]]
+        self.assertEqual(names, ["bubblewrap", "posix"])
+        bw = data["backends"][0]
+        self.assertIn("network_none", bw["capabilities"])
+        self.assertIn("network_mediated_fd4", bw["missing"])
+        posix = data["backends"][1]
+        self.assertEqual(posix["capabilities"], [])
+        self.assertIn("unconfined", posix["missing"]["network_none"])
+
+    # ------------------------------------------------------------ run
+
+    def test_exit_status_classes(self):
+        self.warden(*self.run_args("--", ARGS.fixture, "exit", "0"), check=0)
+        self.warden(*self.run_args("--", ARGS.fixture, "exit", "3"), check=3)
+        self.warden(*self.run_args("--", ARGS.fixture, "signal", "9"),
+                    check=137)
+        p = self.warden("run", "--rw", "--", "/usr/bin/no-such-program",
+                        env=self.env(MAELYS_CLI_FORMAT="json"))
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(self.envelope(p.stderr)["error"]["code"],
+                      ["NOT_FOUND", "PROCESS_FAILED"])
+        # Inside the sandbox the program is missing: a launch error.
+        prog = os.path.join(self.tmp, "outside-program")
+        shutil.copy(ARGS.fixture, prog)
+        p = self.warden("run", "--rw", "--", prog, "exit", "0",
+                        env=self.env(MAELYS_CLI_FORMAT="json"))
+        self.assertEqual(p.returncode, 1)
+        doc = self.envelope(p.stderr)
+        self.assertEqual(doc["error"]["code"], "PROCESS_FAILED")
+        self.assertIn("execve", doc["error"]["message"])
+
+    def test_writes_and_receipt(self):
+        receipts = os.path.join(self.tmp, "receipts-w")
+        p = self.warden(*self.run_args("--receipt-dir", receipts, "--trace",
+                                       "--", ARGS.fixture, "escape", "write",
+                                       os.path.join(self.ws, "out.txt")),
+                        check=0)
+        self.assertTrue(os.path.exists(os.path.join(self.ws, "out.txt")))
+        self.assertIn(b"receipt", p.stderr)
+        files = [f for f in os.listdir(receipts) if f.endswith(".json")]
+        self.assertEqual(len(files), 1)
+        with open(os.path.join(receipts, files[0])) as f:
+            receipt = json.load(f)
+        self.assertEqual(receipt["backend"]["name"], "bubblewrap")
+        self.assertEqual(receipt["outcome"], {"kind": "exited",
+                                              "exit_code": 0})
+        # --ro: the workspace is not writable.
+        p = self.warden("run", "--ro", "--allow-read", ARGS.fixture, "--",
+                        ARGS.fixture, "escape", "write",
+                        os.path.join(self.ws, "ro.txt"), check=0)
+        self.assertIn(b"write=blocked", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "ro.txt")))
+
+    def test_environment_is_closed(self):
+        p = self.warden(*self.run_args("--io", "stdio", "--env", "A=1",
+                                       "--pass-env", "KEEP", "--", ARGS.fixture,
+                                       "env"),
+                        env=self.env(KEEP="kept", SECRET="leak"), check=0)
+        lines = sorted(p.stdout.decode().split())
+        self.assertEqual(lines, sorted(["A=1", "KEEP=kept",
+                                        "PATH=/usr/local/bin:/usr/bin:/bin",
+                                        "HOME=/tmp/home", "TMPDIR=/tmp",
+                                        "LANG=C.UTF-8"]))
+        # The caller's entry wins over the profile's base: never replaced.
+        p = self.warden(*self.run_args("--io", "stdio", "--env", "LANG=fr",
+                                       "--", ARGS.fixture, "env"), check=0)
+        self.assertIn(b"LANG=fr\n", p.stdout)
+        self.assertNotIn(b"LANG=C.UTF-8", p.stdout)
+
+    def roundtrip(self, mode, fixture_args):
+        data = os.urandom(64 << 20)
+        p = self.warden(*self.run_args("--io", mode, "--", ARGS.fixture,
+                                       *fixture_args),
+                        input=data, timeout=300, check=0)
+        self.assertEqual(len(p.stdout), len(data))
+        self.assertEqual(hashlib.sha256(p.stdout).hexdigest(),
+                         hashlib.sha256(data).hexdigest())
+
+    def test_roundtrip_64mib_isolated(self):
+        self.roundtrip("isolated", ["echo", "3", "3"])
+
+    def test_roundtrip_64mib_stdio(self):
+        self.roundtrip("stdio", ["echo", "0", "1"])
+
+    def test_stdin_eof_reaches_payload(self):
+        # The payload answers each line and exits at end of input.
+        requests = b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % i
+                            for i in range(3))
+        p = self.warden(*self.run_args("--io", "stdio", "--", ARGS.fixture,
+                                       "jsonrpc", "0", "1"),
+                        input=requests, check=0)
+        replies = [json.loads(l) for l in p.stdout.decode().splitlines()]
+        self.assertEqual([r["id"] for r in replies], [0, 1, 2])
+        self.assertTrue(all(r["result"] == "pong" for r in replies))
+        p = self.warden(*self.run_args("--", ARGS.fixture, "jsonrpc", "3",
+                                       "3"),
+                        input=requests, check=0)
+        replies = [json.loads(l) for l in p.stdout.decode().splitlines()]
+        self.assertEqual([r["id"] for r in replies], [0, 1, 2])
+        # stdin from /dev/null: an immediate end of input.
+        with open(os.devnull, "rb") as devnull:
+            q = subprocess.run([ARGS.warden] + self.run_args(
+                "--", ARGS.fixture, "echo", "3", "3"), stdin=devnull,
+                stdout=subprocess.PIPE, env=self.env(), cwd=self.ws,
+                timeout=60)
+        self.assertEqual(q.returncode, 0)
+        self.assertEqual(q.stdout, b"")
+
+    def test_relay_over_sockets_and_a_tty(self):
+        """stdin and stdout may be sockets or a terminal as well as pipes."""
+        import socket
+        a, b = socket.socketpair()
+        proc = subprocess.Popen([ARGS.warden] + self.run_args(
+            "--", ARGS.fixture, "echo", "3", "3"), stdin=b.fileno(),
+            stdout=b.fileno(), env=self.env(), cwd=self.ws)
+        b.close()
+        a.sendall(b"over a socket\n")
+        a.shutdown(socket.SHUT_WR)
+        got = b""
+        while True:
+            chunk = a.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        self.assertEqual(proc.wait(timeout=60), 0)
+        self.assertEqual(got, b"over a socket\n")
+        a.close()
+
+        import pty
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([ARGS.warden] + self.run_args(
+            "--", ARGS.fixture, "echo", "3", "3"), stdin=slave, stdout=slave,
+            env=self.env(), cwd=self.ws)
+        os.close(slave)
+        os.write(master, b"on a terminal\n\x04")
+        got = b""
+        deadline = time.time() + 30
+        while proc.poll() is None and time.time() < deadline:
+            try:
+                got += os.read(master, 65536)
+            except OSError:
+                break
+        self.assertEqual(proc.wait(timeout=30), 0)
+        self.assertIn(b"on a terminal", got)
+        os.close(master)
+
+    def test_other_signals_stop_too(self):
+        for sig in (signal.SIGINT, signal.SIGHUP):
+            proc = subprocess.Popen([ARGS.warden] + self.run_args(
+                "--", ARGS.fixture, "term-line", "3"), stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, env=self.env(), cwd=self.ws)
+            self.assertEqual(proc.stdout.readline(), b"ready\n")
+            proc.send_signal(sig)
+            self.assertEqual(proc.stdout.readline(), b"got-term\n")
+            self.assertEqual(proc.wait(timeout=30), 0)
+            proc.stdin.close()
+            proc.stdout.close()
+
+    def test_flood_to_slow_reader_is_bounded(self):
+        """1 GiB from the payload to a reader slower than it: the CLI's peak
+        RSS stays under 32 MiB (backpressure, no unbounded buffer)."""
+        proc = subprocess.Popen([ARGS.warden] + self.run_args(
+            "--", ARGS.fixture, "flood", str(1 << 30), "3"),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            env=self.env(), cwd=self.ws)
+        peak = 0
+        total = 0
+        status = "/proc/%d/status" % proc.pid
+
+        def sample():
+            nonlocal peak
+            try:
+                with open(status) as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            peak = max(peak, int(line.split()[1]))
+            except OSError:
+                pass
+        while True:
+            chunk = proc.stdout.read(1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total % (32 << 20) < (1 << 20):
+                sample()
+                time.sleep(0.005)  # slower than the writer
+        proc.wait(timeout=60)
+        proc.stdout.close()
+        sample()
+        self.assertEqual(proc.returncode, 0)
+        self.assertEqual(total, 1 << 30)
+        self.assertGreater(peak, 0)
+        if os.environ.get("MAELYS_TEST_SANITIZED") == "1":
+            # ASan's shadow memory and quarantine dwarf the relay's buffers:
+            # the bound is checked by the plain build of the same test.
+            print("RSS bound not checked in a sanitizer build (peak %d KiB)"
+                  % peak, file=sys.stderr)
+            return
+        self.assertLess(peak, 32 * 1024, "peak RSS %d KiB" % peak)
+
+    def count_marked(self, marker):
+        n = 0
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    if marker.encode() in f.read().replace(b"\0", b" "):
+                        n += 1
+            except OSError:
+                pass
+        return n
+
+    def start(self, *extra):
+        proc = subprocess.Popen([ARGS.warden] + self.run_args(*extra),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=self.env(),
+                                cwd=self.ws)
+        line = proc.stdout.readline()
+        return proc, line
+
+    def test_sigterm_reaches_handling_payload(self):
+        proc, line = self.start("--", ARGS.fixture, "term-line", "3")
+        self.assertEqual(line, b"ready\n")
+        proc.send_signal(signal.SIGTERM)
+        last = proc.stdout.readline()
+        self.assertEqual(last, b"got-term\n")
+        self.assertEqual(proc.wait(timeout=30), 0)
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            f.close()
+
+    def test_sigterm_stops_ignoring_payload_in_time(self):
+        marker = "term-marker-%d" % os.getpid()
+        proc = subprocess.Popen([ARGS.warden] + self.run_args(
+            "--grace", "300ms", "--", ARGS.fixture, "ignore-term", "60000",
+            marker), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, env=self.env(), cwd=self.ws)
+        # ignore-term says "ready" on its stdout, which isolated mode joins
+        # to stderr: once it did, its SIGTERM disposition is in place.
+        self.assertEqual(proc.stderr.readline(), b"ready\n")
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+        took = time.monotonic() - t0
+        self.assertEqual(code, 128 + signal.SIGKILL)
+        self.assertLess(took, 0.5, "stop took %.3f s (grace 0.3 s)" % took)
+        self.assertEqual(self.count_marked(marker), 0)
+        proc.stdin.close()
+        proc.stderr.close()
+
+    def test_sigkill_of_cli_leaves_nothing(self):
+        marker = "kill-marker-%d" % os.getpid()
+        proc = subprocess.Popen([ARGS.warden] + self.run_args(
+            "--", ARGS.fixture, "sleep", "60000", marker),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env(),
+            cwd=self.ws)
+        deadline = time.time() + 20
+        while self.count_marked(marker) < 3 and time.time() < deadline:
+            time.sleep(0.02)
+        self.assertGreaterEqual(self.count_marked(marker), 3)
+        proc.kill()
+        proc.wait(timeout=10)
+        proc.stdin.close()
+        proc.stdout.close()
+        deadline = time.time() + 5
+        while self.count_marked(marker) > 0 and time.time() < deadline:
+            time.sleep(0.02)
+        self.assertEqual(self.count_marked(marker), 0)
+
+    def test_network_choice(self):
+        import socket
+        srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(4)
+        port = str(srv.getsockname()[1])
+        p = self.warden(*self.run_args("--", ARGS.fixture, "escape", "tcp",
+                                       "127.0.0.1", port), check=0)
+        self.assertIn(b"tcp=blocked", p.stderr)
+        p = self.warden(*self.run_args("--network", "inherit", "--",
+                                       ARGS.fixture, "escape", "tcp",
+                                       "127.0.0.1", port), check=0)
+        self.assertIn(b"tcp=open", p.stderr)
+        srv.close()
+
+    def test_wall_time(self):
+        t0 = time.monotonic()
+        p = self.warden(*self.run_args("--wall-time", "300ms", "--", ARGS.fixture,
+                                       "sleep", "60000"))
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM)
+        self.assertLess(time.monotonic() - t0, 10)
+
+    def test_man_page_matches_catalog(self):
+        with open(ARGS.man) as f:
+            man = f.read().replace("\\-", "-")
+        catalog = json.loads(self.warden("describe", "--format", "json")
+                             .stdout)["data"]
+        for cmd in catalog["commands"]:
+            if cmd["hidden"]:
+                continue
+            self.assertIn(cmd["purpose"].split(",")[0][:30], man)
+            for opt in cmd["input"]["options"]:
+                self.assertIn(opt["long"], man)
+        for opt in catalog["globalOptions"]:
+            self.assertIn(opt["long"], man)
+        for want in ["EXIT STATUS", "mcpServers", "--io\", \"stdio",
+                     "PROFILES"]:
+            self.assertIn(want, man)
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--warden", required=True)
+    parser.add_argument("--fixture", required=True)
+    parser.add_argument("--schemas", required=True)
+    parser.add_argument("--man", required=True)
+    ARGS, rest = parser.parse_known_args()
+    for name in ("warden", "fixture", "schemas", "man"):
+        setattr(ARGS, name, os.path.abspath(getattr(ARGS, name)))
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
