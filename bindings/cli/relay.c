@@ -214,12 +214,17 @@ static void deliver(direction_t* d, char* data, size_t len, chunk_t* c) {
       dir_finish(d);
       return;
     }
-    if (d->pending > RELAY_HIGH_WATER && d->reading) {
+    if (d->pending > RELAY_HIGH_WATER) {
       /* Backpressure: the destination is slower; stop reading the source
-       * until it has drained. */
-      uv_read_stop(d->src->stream);
+       * until it has drained (on_stream_written resumes it). */
+      if (d->reading && d->src->kind == END_STREAM)
+        uv_read_stop(d->src->stream);
       d->reading = false;
       d->paused = true;
+    } else if (d->src->kind == END_FILE) {
+      /* A file source reads one chunk per request: ask for the next (the
+       * chunk was copied, so the file buffer is free again). */
+      dir_pump(d);
     }
     return;
   }

@@ -357,6 +357,31 @@ class Warden(unittest.TestCase):
         self.assertEqual(q.returncode, 0)
         self.assertEqual(q.stdout, b"")
 
+    def test_relay_from_and_to_regular_files(self):
+        """stdin and stdout redirected to files: every chunk is relayed,
+        not just the first, for a file smaller than one chunk and for one
+        of many chunks (a regression: the relay once stopped after the first
+        chunk read from a file and waited forever)."""
+        for size in (5, (3 << 20) + 7):
+            data = os.urandom(size)
+            src = os.path.join(self.tmp, "relay-in.bin")
+            dst = os.path.join(self.tmp, "relay-out.bin")
+            with open(src, "wb") as f:
+                f.write(data)
+            for mode, args in (("isolated", ["echo", "3", "3"]),
+                               ("stdio", ["echo", "0", "1"])):
+                with open(src, "rb") as fin, open(dst, "wb") as fout:
+                    p = subprocess.run(
+                        [ARGS.warden] + self.run_args(
+                            "--io", mode, "--", ARGS.fixture, *args),
+                        stdin=fin, stdout=fout, stderr=subprocess.PIPE,
+                        env=self.env(), cwd=self.ws, timeout=60)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                with open(dst, "rb") as f:
+                    got = f.read()
+                self.assertEqual(len(got), size, (mode, size))
+                self.assertEqual(got, data, (mode, size))
+
     def test_relay_over_sockets_and_a_tty(self):
         """stdin and stdout may be sockets or a terminal as well as pipes."""
         import socket
