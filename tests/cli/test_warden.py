@@ -565,6 +565,20 @@ class Warden(unittest.TestCase):
         self.assertEqual(p.returncode, 128 + signal.SIGTERM)
         self.assertLess(time.monotonic() - t0, 10)
 
+    def test_loader_never_searches_the_working_directory(self):
+        """The supervisor runs inside the caller's (untrusted) workspace: the
+        dynamic loader must not look for libraries there. An empty RUNPATH
+        entry (CMake pads build-tree RPATHs with them) means the current
+        directory to the loader."""
+        p = self.warden("--version", env=self.env(LD_DEBUG="libs"), check=0)
+        tried = [l.split("trying file=", 1)[1].strip()
+                 for l in p.stderr.decode(errors="replace").splitlines()
+                 if "trying file=" in l]
+        self.assertTrue(tried, "LD_DEBUG=libs printed no search")
+        relative = [t for t in tried if not t.startswith("/")]
+        self.assertEqual(relative, [], "library lookups relative to the "
+                         "working directory")
+
     def test_man_page_matches_catalog(self):
         with open(ARGS.man) as f:
             man = f.read().replace("\\-", "-")
