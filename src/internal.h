@@ -300,6 +300,13 @@ void maelys__executor_probe_run(const maelys_backend_t* vtable, void* state,
                                 const maelys_executor_plan_t* plan,
                                 maelys_execution_request_t* request,
                                 maelys__probe_run_t* run);
+/* The same for `count` runs at once on one private loop, each with its own
+ * plan, request and results. */
+void maelys__executor_probe_runs(const maelys_backend_t* vtable, void* state,
+                                 uint64_t assumed, size_t count,
+                                 const maelys_executor_plan_t* const* plans,
+                                 maelys_execution_request_t* const* requests,
+                                 maelys__probe_run_t* runs);
 void maelys__executor_probe_run_dispose(maelys__probe_run_t* run);
 
 /* The host pid of an execution's tree root, or -1. */

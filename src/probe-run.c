@@ -20,6 +20,7 @@ typedef struct probe_ctx {
   uv_timer_t timer;
   uv_stream_t* out;
   uv_stream_t* err;
+  bool spawned;
   bool waited;
   bool out_eof;
   bool err_eof;
@@ -134,76 +135,122 @@ static void on_wait(maelys_execution_t* e, const maelys_execution_status_t* s,
   maybe_done(ctx);
 }
 
+static bool ctx_done(const probe_ctx_t* ctx) {
+  return !ctx->spawned || ctx->abandon ||
+         (ctx->waited && ctx->out_eof && ctx->err_eof);
+}
+
+void maelys__executor_probe_runs(const maelys_backend_t* vtable, void* state,
+                                 uint64_t assumed, size_t count,
+                                 const maelys_executor_plan_t* const* plans,
+                                 maelys_execution_request_t* const* requests,
+                                 maelys__probe_run_t* runs) {
+  for (size_t i = 0; i < count; i++) {
+    runs[i].spawned = false;
+    runs[i].spawn_error = NULL;
+    runs[i].root_uid = -1;
+    runs[i].root_has_caps = -1;
+    runs[i].output_len = 0;
+    runs[i].output = calloc(1, OUTPUT_MAX + 1);
+  }
+  probe_ctx_t* ctxs = calloc(count, sizeof *ctxs);
+  uv_loop_t loop;
+  bool loop_ok = false;
+  maelys_executor_t* executor = NULL;
+  maelys__backend_entry_t* entry = NULL;
+  const char* failure = "out of memory";
+  bool memory_ok = ctxs != NULL;
+  for (size_t i = 0; i < count; i++)
+    memory_ok = memory_ok && runs[i].output != NULL;
+  if (memory_ok) {
+    failure = "cannot create a probe loop";
+    loop_ok = uv_loop_init(&loop) == 0;
+  }
+  if (loop_ok) {
+    failure = "out of memory";
+    entry = calloc(1, sizeof *entry);
+    if (entry != NULL &&
+        maelys_executor_create(&loop, &executor, NULL) == MAELYS_EXECUTOR_OK &&
+        maelys__executor_reserve((void**)&executor->backends,
+                                 &executor->backend_capacity,
+                                 sizeof *executor->backends, 1) == 0) {
+      entry->vtable = vtable;
+      entry->state = state;
+      entry->borrowed = true;
+      entry->proved = assumed;
+      executor->backends[executor->backend_count++] = entry;
+      entry = NULL;
+      failure = NULL;
+    }
+  }
+  if (failure != NULL) {
+    free(entry);
+    if (executor != NULL) {
+      maelys_executor_destroy(executor, NULL);
+      uv_run(&loop, UV_RUN_DEFAULT);
+    }
+    if (loop_ok)
+      uv_loop_close(&loop);
+    for (size_t i = 0; i < count; i++)
+      runs[i].spawn_error = maelys__executor_strdup(failure);
+    free(ctxs);
+    return;
+  }
+
+  /* Every run at once on the one private loop: registration costs the
+   * slowest sandbox, not their sum. */
+  for (size_t i = 0; i < count; i++) {
+    probe_ctx_t* ctx = &ctxs[i];
+    maelys__probe_run_t* run = &runs[i];
+    ctx->run = run;
+    uv_timer_init(&loop, &ctx->timer);
+    ctx->timer.data = ctx;
+    char* error = NULL;
+    if (maelys_execution_spawn(executor, plans[i], requests[i], &ctx->execution,
+                               &error) != MAELYS_EXECUTOR_OK) {
+      run->spawn_error =
+          error ? error : maelys__executor_strdup("spawn failed");
+      continue;
+    }
+    run->spawned = true;
+    ctx->spawned = true;
+    maelys_execution_stream(ctx->execution, MAELYS_EXEC_STREAM_STDOUT,
+                            &ctx->out, NULL);
+    maelys_execution_stream(ctx->execution, MAELYS_EXEC_STREAM_STDERR,
+                            &ctx->err, NULL);
+    ctx->out->data = ctx;
+    ctx->err->data = ctx;
+    uv_read_start(ctx->out, on_alloc, on_read);
+    uv_read_start(ctx->err, on_alloc, on_read);
+    maelys_execution_wait(ctx->execution, on_wait, ctx, NULL);
+    uv_timer_start(&ctx->timer, on_timeout, run->timeout_ms, 0);
+  }
+  for (;;) {
+    bool all = true;
+    for (size_t i = 0; i < count; i++)
+      all = all && ctx_done(&ctxs[i]);
+    if (all)
+      break;
+    uv_run(&loop, UV_RUN_ONCE);
+  }
+  for (size_t i = 0; i < count; i++) {
+    if (ctxs[i].spawned)
+      maelys_execution_release(ctxs[i].execution);
+    uv_timer_stop(&ctxs[i].timer);
+    uv_close((uv_handle_t*)&ctxs[i].timer, NULL);
+  }
+  maelys_executor_destroy(executor, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  uv_loop_close(&loop);
+  free(ctxs);
+}
+
 void maelys__executor_probe_run(const maelys_backend_t* vtable, void* state,
                                 uint64_t assumed,
                                 const maelys_executor_plan_t* plan,
                                 maelys_execution_request_t* request,
                                 maelys__probe_run_t* run) {
-  run->spawned = false;
-  run->spawn_error = NULL;
-  run->root_uid = -1;
-  run->root_has_caps = -1;
-  run->output = calloc(1, OUTPUT_MAX + 1);
-  run->output_len = 0;
-  if (run->output == NULL) {
-    run->spawn_error = maelys__executor_strdup("out of memory");
-    return;
-  }
-  uv_loop_t loop;
-  if (uv_loop_init(&loop) != 0) {
-    run->spawn_error = maelys__executor_strdup("cannot create a probe loop");
-    return;
-  }
-  maelys_executor_t* executor = NULL;
-  maelys__backend_entry_t* entry = calloc(1, sizeof *entry);
-  if (entry == NULL ||
-      maelys_executor_create(&loop, &executor, NULL) != MAELYS_EXECUTOR_OK ||
-      maelys__executor_reserve((void**)&executor->backends,
-                               &executor->backend_capacity,
-                               sizeof *executor->backends, 1)) {
-    free(entry);
-    if (executor != NULL)
-      maelys_executor_destroy(executor, NULL);
-    uv_loop_close(&loop);
-    run->spawn_error = maelys__executor_strdup("out of memory");
-    return;
-  }
-  entry->vtable = vtable;
-  entry->state = state;
-  entry->borrowed = true;
-  entry->proved = assumed;
-  executor->backends[executor->backend_count++] = entry;
-
-  probe_ctx_t ctx;
-  memset(&ctx, 0, sizeof ctx);
-  ctx.run = run;
-  uv_timer_init(&loop, &ctx.timer);
-  ctx.timer.data = &ctx;
-  char* error = NULL;
-  if (maelys_execution_spawn(executor, plan, request, &ctx.execution, &error) !=
-      MAELYS_EXECUTOR_OK) {
-    run->spawn_error = error ? error : maelys__executor_strdup("spawn failed");
-  } else {
-    run->spawned = true;
-    maelys_execution_stream(ctx.execution, MAELYS_EXEC_STREAM_STDOUT, &ctx.out,
-                            NULL);
-    maelys_execution_stream(ctx.execution, MAELYS_EXEC_STREAM_STDERR, &ctx.err,
-                            NULL);
-    ctx.out->data = &ctx;
-    ctx.err->data = &ctx;
-    uv_read_start(ctx.out, on_alloc, on_read);
-    uv_read_start(ctx.err, on_alloc, on_read);
-    maelys_execution_wait(ctx.execution, on_wait, &ctx, NULL);
-    uv_timer_start(&ctx.timer, on_timeout, run->timeout_ms, 0);
-    while (!ctx.abandon && !(ctx.waited && ctx.out_eof && ctx.err_eof))
-      uv_run(&loop, UV_RUN_ONCE);
-    maelys_execution_release(ctx.execution);
-  }
-  uv_timer_stop(&ctx.timer);
-  uv_close((uv_handle_t*)&ctx.timer, NULL);
-  maelys_executor_destroy(executor, NULL);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  uv_loop_close(&loop);
+  maelys__executor_probe_runs(vtable, state, assumed, 1, &plan, &request, run);
 }
 
 void maelys__executor_probe_run_dispose(maelys__probe_run_t* run) {

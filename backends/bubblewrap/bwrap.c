@@ -832,45 +832,56 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
       "read",   dirs.ro_file, "read",     dirs.secret, "fill",  "/tmp",
       "65536",  "tree",       NULL};
   /* The same argv order matters below: "write" lines come as /, rw, ro and
-   * "read" lines as the file, then the secret. */
-  maelys_executor_plan_t* plan = probe_plan(&dirs, false);
-  maelys_execution_request_t* req = probe_request(argv_a, false);
-  maelys__probe_run_t run;
-  memset(&run, 0, sizeof run);
+   * "read" lines as the file, then the secret. Run B proves the
+   * ephemeral-write root; both run at once. */
+  const char* argv_b[] = {"helper", "probe", "write",  "/",
+                          "fill",   "/",     "131072", NULL};
+  maelys_executor_plan_t* plans[2] = {probe_plan(&dirs, false),
+                                      probe_plan(&dirs, true)};
+  maelys_execution_request_t* reqs[2] = {probe_request(argv_a, false),
+                                         probe_request(argv_b, true)};
+  maelys__probe_run_t runs[2];
+  memset(runs, 0, sizeof runs);
   uint64_t assumed = MAELYS_BACKEND_CAP_ALL;
   char* failure = NULL;
-  if (plan == NULL || req == NULL) {
-    failure = maelys__executor_strdup("out of memory building the probe");
-  } else {
-    run.marker = "tree=ready";
-    run.timeout_ms = PROBE_TIMEOUT_MS;
-    maelys__executor_probe_run(maelys_backend_bubblewrap(), st, assumed, plan,
-                               req, &run);
-    if (!run.marker_seen) {
-      /* An older bwrap refuses --disable-userns: try without it, and keep
-       * that capability unproved. */
-      char* first = run_failure(&run);
-      maelys__executor_probe_run_dispose(&run);
-      memset(&run, 0, sizeof run);
-      maelys_execution_request_destroy(req);
-      req = probe_request(argv_a, false);
-      assumed &= ~MAELYS_BACKEND_CAP_DISABLE_USERNS;
-      run.marker = "tree=ready";
-      run.timeout_ms = PROBE_TIMEOUT_MS;
-      if (req != NULL)
-        maelys__executor_probe_run(maelys_backend_bubblewrap(), st, assumed,
-                                   plan, req, &run);
-      if (req == NULL || !run.marker_seen)
-        failure = first;
-      else {
-        maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_DISABLE_USERNS,
-                                     first);
-        free(first);
-      }
+  for (int attempt = 0; attempt < 2 && failure == NULL; attempt++) {
+    if (plans[0] == NULL || plans[1] == NULL || reqs[0] == NULL ||
+        reqs[1] == NULL) {
+      failure = maelys__executor_strdup("out of memory building the probe");
+      break;
     }
+    runs[0].marker = "tree=ready";
+    runs[0].timeout_ms = PROBE_TIMEOUT_MS;
+    runs[1].timeout_ms = PROBE_TIMEOUT_MS;
+    maelys__executor_probe_runs(maelys_backend_bubblewrap(), st, assumed, 2,
+                                (const maelys_executor_plan_t* const*)plans,
+                                reqs, runs);
+    if (runs[0].marker_seen)
+      break;
+    char* why = run_failure(&runs[0]);
+    for (int i = 0; i < 2; i++) {
+      maelys__executor_probe_run_dispose(&runs[i]);
+      maelys_execution_request_destroy(reqs[i]);
+      reqs[i] = NULL;
+    }
+    memset(runs, 0, sizeof runs);
+    if (attempt == 1) {
+      failure = why;
+      break;
+    }
+    /* An older bwrap refuses --disable-userns: try without it, and keep
+     * that capability unproved. */
+    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_DISABLE_USERNS, why);
+    free(why);
+    assumed &= ~MAELYS_BACKEND_CAP_DISABLE_USERNS;
+    reqs[0] = probe_request(argv_a, false);
+    reqs[1] = probe_request(argv_b, true);
   }
-  maelys_executor_plan_destroy(plan);
-  maelys_execution_request_destroy(req);
+  for (int i = 0; i < 2; i++) {
+    maelys_executor_plan_destroy(plans[i]);
+    maelys_execution_request_destroy(reqs[i]);
+  }
+  maelys__probe_run_t run = runs[0];
 
   uint64_t proved = 0;
   if (failure != NULL) {
@@ -1006,16 +1017,7 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
   maelys__executor_probe_run_dispose(&run);
 
   /* The ephemeral-write root: writable, and bounded by its scratch size. */
-  const char* argv_b[] = {"helper", "probe", "write",  "/",
-                          "fill",   "/",     "131072", NULL};
-  plan = probe_plan(&dirs, true);
-  req = probe_request(argv_b, true);
-  memset(&run, 0, sizeof run);
-  if (plan != NULL && req != NULL) {
-    run.timeout_ms = PROBE_TIMEOUT_MS;
-    maelys__executor_probe_run(maelys_backend_bubblewrap(), st, assumed, plan,
-                               req, &run);
-  }
+  run = runs[1];
   filled = -1;
   fill_err = 0;
   f = run.output ? strstr(run.output, "fill=") : NULL;
@@ -1035,8 +1037,6 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
     free(why);
   }
   maelys__executor_probe_run_dispose(&run);
-  maelys_executor_plan_destroy(plan);
-  maelys_execution_request_destroy(req);
   remove_probe_dirs(&dirs);
 
   maelys_backend_probe_missing(
