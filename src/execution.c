@@ -84,12 +84,12 @@ struct maelys_execution {
   char line[1024];
   size_t line_len;
   bool line_overflow;
-  char diag[DIAG_MAX];
+  char* diag; /* allocated at the first diagnostic line: most executions
+               * never have one, and 1000 of them must stay small */
   size_t diag_len;
   bool have_exit;
   int exit_code, term_signal;
-  bool have_launch_failed;
-  maelys_backend_event_t launch_failed;
+  maelys_backend_event_t* launch_failed; /* allocated when one is reported */
 
   stream_t streams[4];
 
@@ -182,6 +182,8 @@ static void execution_free(maelys_execution_t* e) {
   free_vector(e->argv);
   free(e->receipt_dir);
   free(e->status_message);
+  free(e->diag);
+  free(e->launch_failed);
   free(e->receipt_json);
   free(e->receipt_path);
   if (e->plan != NULL)
@@ -373,6 +375,8 @@ static void on_receipt_done(uv_work_t* req, int status) {
 }
 
 static void append_diag(maelys_execution_t* e, const char* text, size_t len) {
+  if (e->diag == NULL && (e->diag = malloc(DIAG_MAX)) == NULL)
+    return; /* the status message falls back to the launcher's exit status */
   if (e->diag_len + len + 2 >= DIAG_MAX)
     len = DIAG_MAX - e->diag_len > 2 ? DIAG_MAX - e->diag_len - 2 : 0;
   if (len == 0)
@@ -410,12 +414,12 @@ static void compute_status(maelys_execution_t* e) {
       s->outcome = MAELYS_EXEC_OUTCOME_EXITED;
       s->exit_code = e->exit_code;
     }
-  } else if (e->have_launch_failed) {
+  } else if (e->launch_failed != NULL) {
     s->outcome = MAELYS_EXEC_OUTCOME_LAUNCH_FAILED;
     snprintf(e->status_step, sizeof e->status_step, "%s",
-             e->launch_failed.step);
-    s->launch_errno = e->launch_failed.error_number;
-    e->status_message = maelys__executor_strdup(e->launch_failed.message);
+             e->launch_failed->step);
+    s->launch_errno = e->launch_failed->error_number;
+    e->status_message = maelys__executor_strdup(e->launch_failed->message);
   } else if (e->ready) {
     /* The tree root died without reporting: it was killed (by our forced stop
      * or from outside), and the payload's tree died with it. The launcher
@@ -555,8 +559,12 @@ static void handle_event(maelys_execution_t* e,
     e->term_signal = ev->term_signal;
     break;
   case MAELYS_BACKEND_EVENT_LAUNCH_FAILED:
-    e->have_launch_failed = true;
-    e->launch_failed = *ev;
+    if (e->launch_failed == NULL)
+      e->launch_failed = malloc(sizeof *e->launch_failed);
+    if (e->launch_failed != NULL)
+      *e->launch_failed = *ev;
+    else
+      append_diag(e, ev->message, strlen(ev->message));
     break;
   case MAELYS_BACKEND_EVENT_DIAGNOSTIC:
     append_diag(e, ev->message, strlen(ev->message));
@@ -1298,7 +1306,7 @@ maelys_executor_result_t maelys_execution_stream(maelys_execution_t* e,
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                                  "out_stream is NULL");
   *out_stream = NULL;
-  stream_t* s;
+  stream_t* s = NULL;
   maelys_executor_result_t r = stream_slot(e, id, &s, out_error);
   if (r != MAELYS_EXECUTOR_OK)
     return r;
@@ -1329,7 +1337,7 @@ maelys_executor_result_t maelys_execution_take_fd(maelys_execution_t* e,
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                                  "out_fd is NULL");
   *out_fd = -1;
-  stream_t* s;
+  stream_t* s = NULL;
   maelys_executor_result_t r = stream_slot(e, id, &s, out_error);
   if (r != MAELYS_EXECUTOR_OK)
     return r;
