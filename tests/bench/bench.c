@@ -277,7 +277,7 @@ static double bare_spawn(uv_loop_t* loop, bare_t* b, ref_kind_t kind,
   uv_process_options_t o;
   memset(&o, 0, sizeof o);
   int sfd = -1, null_fd = -1;
-  char seccomp_fd[8]; /* argv points into it until uv_spawn returns */
+  char seccomp_fd[16]; /* argv points into it until uv_spawn returns */
   uv_stdio_container_t stdio[8];
   int n = 0;
   for (; n < io_count; n++)
