@@ -61,8 +61,16 @@ typedef struct chunk {
   uv_write_t req;
   direction_t* dir;
   size_t len;
+  struct chunk* next; /* in the relay's pool */
   char data[];
 } chunk_t;
+
+/* Chunks kept for reuse: enough for both directions at their high-water
+ * mark. Freeing each chunk after its write let glibc trim the heap and the
+ * next read fault the pages in again: page faults were a tenth of the
+ * relay's time (perf), and reusing chunks took the relay from 0.37-0.44x
+ * to 0.56x of the payload driven directly (ci/bench, 256 MiB). */
+#define RELAY_POOL_MAX (2 * (RELAY_HIGH_WATER / RELAY_CHUNK) + 4)
 
 struct relay {
   uv_loop_t* loop;
@@ -71,7 +79,31 @@ struct relay {
   direction_t down; /* socket -> stdout */
   size_t peak;
   bool closing;
+  chunk_t* pool;
+  size_t pooled;
 };
+
+static chunk_t* chunk_get(relay_t* r) {
+  chunk_t* c = r->pool;
+  if (c != NULL) {
+    r->pool = c->next;
+    r->pooled--;
+    return c;
+  }
+  return malloc(sizeof *c + RELAY_CHUNK);
+}
+
+static void chunk_put(relay_t* r, chunk_t* c) {
+  if (c == NULL)
+    return;
+  if (r->pooled < RELAY_POOL_MAX) {
+    c->next = r->pool;
+    r->pool = c;
+    r->pooled++;
+  } else {
+    free(c);
+  }
+}
 
 static void dir_pump(direction_t* d);
 static void dir_finish(direction_t* d);
@@ -133,7 +165,7 @@ static void on_stream_written(uv_write_t* req, int status) {
   chunk_t* c = (chunk_t*)req;
   direction_t* d = c->dir;
   d->pending -= c->len;
-  free(c);
+  chunk_put(d->relay, c);
   if (status < 0 && !d->failed) {
     d->failed = true;
     if (d->is_output) {
@@ -192,12 +224,12 @@ static void on_file_written(uv_fs_t* req) {
  * the destination. */
 static void deliver(direction_t* d, char* data, size_t len, chunk_t* c) {
   if (d->failed || d->dst->kind == END_NONE) {
-    free(c);
+    chunk_put(d->relay, c);
     return;
   }
   if (d->dst->kind == END_STREAM) {
     if (c == NULL) {
-      c = malloc(sizeof *c + len);
+      c = chunk_get(d->relay);
       if (c == NULL)
         abort();
       memcpy(c->data, data, len);
@@ -209,7 +241,7 @@ static void deliver(direction_t* d, char* data, size_t len, chunk_t* c) {
     uv_buf_t b = uv_buf_init(c->data, (unsigned)len);
     if (uv_write(&c->req, d->dst->stream, &b, 1, on_stream_written) != 0) {
       d->pending -= len;
-      free(c);
+      chunk_put(d->relay, c);
       d->failed = true;
       dir_finish(d);
       return;
@@ -231,7 +263,7 @@ static void deliver(direction_t* d, char* data, size_t len, chunk_t* c) {
   /* A file destination: one chunk at a time, the source paused meanwhile. */
   if (c != NULL) {
     memcpy(d->file_buf, data, len);
-    free(c);
+    chunk_put(d->relay, c);
   } else if (data != d->file_buf) {
     memcpy(d->file_buf, data, len);
   }
@@ -249,9 +281,8 @@ static void deliver(direction_t* d, char* data, size_t len, chunk_t* c) {
 /* ------------------------------------------------------------ reading */
 
 static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) {
-  (void)h;
   (void)suggested;
-  chunk_t* c = malloc(sizeof *c + RELAY_CHUNK);
+  chunk_t* c = chunk_get(h->data);
   if (c == NULL) {
     *buf = uv_buf_init(NULL, 0);
     return;
@@ -272,7 +303,7 @@ static void on_stream_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
     deliver(d, buf->base, (size_t)n, c);
     return;
   }
-  free(c);
+  chunk_put(d->relay, c);
   if (n == 0)
     return;
   /* End of file (or an error, which ends the direction the same way). */
@@ -421,5 +452,10 @@ void relay_free(relay_t* r) {
     return;
   free(r->up.file_buf);
   free(r->down.file_buf);
+  while (r->pool != NULL) {
+    chunk_t* c = r->pool;
+    r->pool = c->next;
+    free(c);
+  }
   free(r);
 }
