@@ -474,18 +474,27 @@ class Warden(unittest.TestCase):
             return
         self.assertLess(peak, 32 * 1024, "peak RSS %d KiB" % peak)
 
-    def count_marked(self, marker):
-        n = 0
+    def marked(self, marker):
+        """The processes whose command line carries `marker`: (pid, state,
+        parent pid, command line)."""
+        found = []
         for pid in os.listdir("/proc"):
             if not pid.isdigit() or int(pid) == os.getpid():
                 continue
             try:
                 with open("/proc/%s/cmdline" % pid, "rb") as f:
-                    if marker.encode() in f.read().replace(b"\0", b" "):
-                        n += 1
+                    cmd = f.read().replace(b"\0", b" ")
+                with open("/proc/%s/stat" % pid) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
             except OSError:
-                pass
-        return n
+                continue
+            if marker.encode() in cmd:
+                found.append((int(pid), fields[0], int(fields[1]),
+                              cmd.decode(errors="replace")[:120]))
+        return found
+
+    def count_marked(self, marker):
+        return len(self.marked(marker))
 
     def start(self, *extra):
         proc = subprocess.Popen([ARGS.warden] + self.run_args(*extra),
@@ -524,24 +533,41 @@ class Warden(unittest.TestCase):
         proc.stdin.close()
         proc.stderr.close()
 
-    def test_sigkill_of_cli_leaves_nothing(self):
-        marker = "kill-marker-%d" % os.getpid()
+    def sigkill_cli_when(self, marker, started):
+        """Starts the CLI, SIGKILLs it once `started` of its descendants
+        carry the marker (bwrap's monitor, then the sandbox's pid 1 and the
+        payload), and returns what is left after 5 s."""
         proc = subprocess.Popen([ARGS.warden] + self.run_args(
             "--", ARGS.fixture, "sleep", "60000", marker),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env(),
             cwd=self.ws)
+
+        def descendants():
+            return [p for p in self.marked(marker) if p[0] != proc.pid]
         deadline = time.time() + 20
-        while self.count_marked(marker) < 3 and time.time() < deadline:
-            time.sleep(0.02)
-        self.assertGreaterEqual(self.count_marked(marker), 3)
+        while len(descendants()) < started and time.time() < deadline:
+            time.sleep(0.002)
+        self.assertGreaterEqual(len(descendants()), started)
         proc.kill()
         proc.wait(timeout=10)
         proc.stdin.close()
         proc.stdout.close()
         deadline = time.time() + 5
-        while self.count_marked(marker) > 0 and time.time() < deadline:
+        while self.marked(marker) and time.time() < deadline:
             time.sleep(0.02)
-        self.assertEqual(self.count_marked(marker), 0)
+        return self.marked(marker)
+
+    def test_sigkill_of_cli_leaves_nothing(self):
+        # Fully started: the monitor, the sandbox's pid 1, the payload.
+        marker = "kill-marker-%d" % os.getpid()
+        self.assertEqual(self.sigkill_cli_when(marker, 3), [])
+        # Killed while bwrap is still setting the sandbox up: bwrap arms the
+        # sandbox's parent-death signal only just before its exec, after the
+        # monitor may already be gone (a regression: the sandbox's pid 1 and
+        # its payload once survived here, reparented to the host's init).
+        for i in range(12):
+            marker = "kill-early-%d-%d" % (os.getpid(), i)
+            self.assertEqual(self.sigkill_cli_when(marker, 1), [], i)
 
     def test_network_choice(self):
         import socket

@@ -47,6 +47,7 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -263,6 +264,22 @@ static int init_main(int argc, char** argv) {
     goto usage;
   char** payload_argv = argv + i;
   fcntl(status_fd, F_SETFD, FD_CLOEXEC);
+
+  /* Die with the supervisor, without a window. bwrap arms the sandbox's
+   * parent-death signal only just before it execs us, and does not check
+   * that its monitor is still there: a supervisor killed during the
+   * sandbox's setup took the monitor with it and left this process, the
+   * namespace's pid 1, and its payload running, reparented to the host's
+   * init (test_sigkill_of_cli_leaves_nothing caught it). So: arm the signal
+   * again, then look at the supervisor itself, which holds the only read
+   * end of the status pipe. If it is gone, end the namespace now; if it
+   * goes later, the monitor dies with it and the armed signal kills us. */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+    return 127;
+  struct pollfd supervisor = {.fd = status_fd, .events = 0};
+  if (poll(&supervisor, 1, 0) < 0 ||
+      (supervisor.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0)
+    return 127;
 
   /* Handlers first, so that from "ready" on a graceful signal is never lost.
    */
