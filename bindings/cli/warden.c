@@ -27,6 +27,15 @@ typedef struct say {
   bool trace, verbose_trace, quiet;
 } say_t;
 
+/* One line of maelys-warden's own on stderr. */
+static void say_line(const char* prefix, const char* fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+static void say_line(const char* prefix, const char* fmt, va_list ap) {
+  fputs(prefix, stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+}
+
 static void trace(const say_t* s, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void trace(const say_t* s, const char* fmt, ...) {
@@ -34,9 +43,7 @@ static void trace(const say_t* s, const char* fmt, ...) {
     return;
   va_list ap;
   va_start(ap, fmt);
-  fputs(WARDEN_PROGRAM ": ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+  say_line(WARDEN_PROGRAM ": ", fmt, ap);
   va_end(ap);
 }
 
@@ -47,9 +54,7 @@ static void warn(const say_t* s, const char* fmt, ...) {
     return;
   va_list ap;
   va_start(ap, fmt);
-  fputs(WARDEN_PROGRAM ": warning: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+  say_line(WARDEN_PROGRAM ": warning: ", fmt, ap);
   va_end(ap);
 }
 

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "bwrap-internal.h"
+#include "marked.h"
 #include "maelys/backend.h"
 #include "maelys/executor.h"
 
@@ -538,32 +539,6 @@ static long vm_hwm_kib(void) {
   return v;
 }
 
-static int count_marked(const char* marker) {
-  DIR* d = opendir("/proc");
-  int n = 0;
-  struct dirent* e;
-  while (d && (e = readdir(d)) != NULL) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9' || atoi(e->d_name) == getpid())
-      continue;
-    char path[300], buf[4096];
-    snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      continue;
-    ssize_t r = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    for (ssize_t i = 0; i < r; i++)
-      if (buf[i] == '\0')
-        buf[i] = ' ';
-    buf[r > 0 ? r : 0] = '\0';
-    if (strstr(buf, marker))
-      n++;
-  }
-  if (d)
-    closedir(d);
-  return n;
-}
-
 typedef struct many {
   uv_loop_t* loop;
   int n, spawned, ready, exited, stopped;
@@ -757,7 +732,7 @@ static int many_child(int n, bool library, const char* backend, int out_fd) {
   /* Survivors: nothing carrying the marker may remain. */
   double deadline = now_ms() + 200;
   do
-    r.survivors = count_marked(m.marker);
+    r.survivors = marked_pids(m.marker, NULL, 0);
   while (r.survivors > 0 && now_ms() < deadline);
   return write(out_fd, &r, sizeof r) == (ssize_t)sizeof r ? 0 : 1;
 }

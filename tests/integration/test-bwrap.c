@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "marked.h"
 
 #define ARGS(...) ((const char* const[]){__VA_ARGS__, NULL})
 
@@ -176,31 +177,7 @@ static void expect_blocked(const collected_t* out, const char* name) {
 
 /* Host processes whose command line contains `marker`. */
 static int count_marked(const char* marker) {
-  DIR* d = opendir("/proc");
-  int count = 0;
-  struct dirent* e;
-  while (d && (e = readdir(d)) != NULL) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9')
-      continue;
-    char path[300], buf[4096];
-    snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      continue;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-      continue;
-    for (ssize_t i = 0; i < n; i++)
-      if (buf[i] == '\0')
-        buf[i] = ' ';
-    buf[n] = '\0';
-    if (strstr(buf, marker) != NULL && atoi(e->d_name) != getpid())
-      count++;
-  }
-  if (d)
-    closedir(d);
-  return count;
+  return marked_pids(marker, NULL, 0);
 }
 
 /* ---------------------------------------------------------------- tests */
@@ -529,27 +506,13 @@ static void test_never_host_root(void** state) {
     seen = count_marked(marker);
   }
   assert_true(seen >= 3); /* bwrap, the helper, the payload */
-  DIR* d = opendir("/proc");
-  struct dirent* de;
+  int pids[64];
+  int found = marked_pids(marker, pids, 64);
   int checked = 0;
-  while ((de = readdir(d)) != NULL) {
-    if (de->d_name[0] < '0' || de->d_name[0] > '9')
-      continue;
-    char path[300], buf[4096];
-    snprintf(path, sizeof path, "/proc/%s/cmdline", de->d_name);
+  for (int i = 0; i < found && i < 64; i++) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", pids[i]);
     FILE* f = fopen(path, "r");
-    if (f == NULL)
-      continue;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    for (size_t i = 0; i < n; i++)
-      if (buf[i] == '\0')
-        buf[i] = ' ';
-    buf[n] = '\0';
-    if (strstr(buf, marker) == NULL || atoi(de->d_name) == getpid())
-      continue;
-    snprintf(path, sizeof path, "/proc/%s/status", de->d_name);
-    f = fopen(path, "r");
     if (f == NULL)
       continue;
     char line[256];
@@ -561,11 +524,10 @@ static void test_never_host_root(void** state) {
     }
     fclose(f);
     if (uid == 0 || eff != 0)
-      fail_msg("process %s (%s) has host uid %ld, CapEff %llx", de->d_name, buf,
-               uid, eff);
+      fail_msg("process %d (marker %s) has host uid %ld, CapEff %llx", pids[i],
+               marker, uid, eff);
     checked++;
   }
-  closedir(d);
   assert_true(checked >= 3);
   stopped_t st;
   memset(&st, 0, sizeof st);
