@@ -93,6 +93,7 @@ typedef struct maelys__rlimit {
 } maelys__rlimit_t;
 
 #define MAELYS__RLIMIT_COUNT 10 /* indices 1..9 are used */
+#define MAELYS__LIMIT_COUNT 3   /* indices 1..2 are used */
 
 struct maelys_executor_plan {
   atomic_int refcount;
@@ -103,6 +104,7 @@ struct maelys_executor_plan {
   maelys__rule_t* rules;
   size_t rule_count, rule_capacity;
   maelys_executor_network_t network;
+  bool network_set; /* sealing refuses a plan that never chose a network */
   maelys__destination_t* destinations;
   size_t destination_count, destination_capacity;
   char* mediator;
@@ -111,6 +113,7 @@ struct maelys_executor_plan {
   uint64_t required;
   bool process_tree_required;
   maelys__rlimit_t rlimits[MAELYS__RLIMIT_COUNT];
+  uint64_t limits[MAELYS__LIMIT_COUNT]; /* 0: no ceiling */
   char* decision_digest;
   maelys__channel_t* channels;
   size_t channel_count, channel_capacity;
@@ -142,6 +145,7 @@ const char* maelys__executor_access_name(maelys_executor_access_t a);
 const char* maelys__executor_scope_name(maelys_executor_scope_t s);
 const char* maelys__executor_network_name(maelys_executor_network_t n);
 const char* maelys__executor_root_name(maelys_executor_root_t r);
+const char* maelys__executor_limit_name(maelys_executor_limit_t limit);
 
 /* ----------------------------------------------------------- request */
 

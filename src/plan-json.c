@@ -3,6 +3,8 @@
  * member, a wrong type or an invalid value is refused with its JSON path, so a
  * typo in a policy file can never silently drop a rule (invariant 1).
  */
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,6 +127,19 @@ maelys_executor_plan_to_json(const maelys_executor_plan_t* plan,
   }
   json_object_set_new(doc, "rlimits", limits);
   limits = NULL;
+  for (int i = 1; i < MAELYS__LIMIT_COUNT; i++) {
+    if (plan->limits[i] == 0)
+      continue;
+    json_t* ceilings = json_object_get(doc, "limits");
+    if (ceilings == NULL) {
+      ceilings = json_object();
+      if (ceilings == NULL || json_object_set_new(doc, "limits", ceilings))
+        goto oom;
+    }
+    json_object_set_new(ceilings,
+                        maelys__executor_limit_name((maelys_executor_limit_t)i),
+                        json_integer((json_int_t)plan->limits[i]));
+  }
   if (plan->decision_digest != NULL)
     json_object_set_new(doc, "decision_digest",
                         json_string(plan->decision_digest));
@@ -509,6 +524,32 @@ static bool read_rlimits(reader_t* rd, maelys_executor_plan_t* plan,
   return true;
 }
 
+static bool read_limits(reader_t* rd, maelys_executor_plan_t* plan, json_t* o) {
+  static const char* const allowed[] = {"tasks", "memory", NULL};
+  if (!json_is_object(o))
+    return bad(rd, "$.limits", "must be an object");
+  if (!only_members(rd, "$.limits", o, allowed))
+    return false;
+  for (int i = 1; i < MAELYS__LIMIT_COUNT; i++) {
+    const char* name = maelys__executor_limit_name((maelys_executor_limit_t)i);
+    json_t* v = json_object_get(o, name);
+    if (v == NULL)
+      continue;
+    char p[48];
+    snprintf(p, sizeof p, "$.limits.%s", name);
+    uint64_t value = 0;
+    if (!get_size(rd, p, v, false, &value))
+      return false;
+    char* error = NULL;
+    if (!apply(rd, p,
+               maelys_executor_plan_set_limit(plan, (maelys_executor_limit_t)i,
+                                              value, &error),
+               &error))
+      return false;
+  }
+  return true;
+}
+
 static bool read_document(reader_t* rd, maelys_executor_plan_t* plan,
                           json_t* doc, const char** out_digest) {
   static const char* const allowed[] = {"format",
@@ -519,6 +560,7 @@ static bool read_document(reader_t* rd, maelys_executor_plan_t* plan,
                                         "required_capabilities",
                                         "process_tree_required",
                                         "rlimits",
+                                        "limits",
                                         "decision_digest",
                                         "channels",
                                         "digest",
@@ -594,6 +636,8 @@ static bool read_document(reader_t* rd, maelys_executor_plan_t* plan,
   if ((v = json_object_get(doc, "rlimits")) != NULL &&
       !read_rlimits(rd, plan, v))
     return false;
+  if ((v = json_object_get(doc, "limits")) != NULL && !read_limits(rd, plan, v))
+    return false;
   const char* dd = get_string(rd, "$", doc, "decision_digest", false);
   if (dd == NULL && rd->result != MAELYS_EXECUTOR_OK)
     return false;
@@ -619,8 +663,13 @@ static bool read_document(reader_t* rd, maelys_executor_plan_t* plan,
       const char* name = get_string(rd, p, item, "name", true);
       if (name == NULL)
         return false;
-      if (!json_is_integer(fd))
-        return bad(rd, p, "fd must be an integer");
+      /* Range-checked before the cast: 4294967300 must never become fd 4. */
+      if (!json_is_integer(fd) || json_integer_value(fd) < 0 ||
+          json_integer_value(fd) > INT_MAX) {
+        char fp[64];
+        snprintf(fp, sizeof fp, "%s.fd", p);
+        return bad(rd, fp, "must be an integer in 0..2147483647");
+      }
       char* error = NULL;
       if (!apply(rd, p,
                  maelys_executor_plan_add_channel(

@@ -15,7 +15,7 @@
 
 /* Version tag of the canonical encoding. Changing the encoding in any way
  * changes this tag, so that a digest never silently changes meaning. */
-#define PLAN_ENCODING_MAGIC "maelys-executor-plan/1"
+#define PLAN_ENCODING_MAGIC "maelys-executor-plan/2"
 
 static const struct {
   uint64_t bit;
@@ -39,6 +39,8 @@ static const struct {
     {MAELYS_BACKEND_CAP_TMPFS_SIZE, "tmpfs_size"},
     {MAELYS_BACKEND_CAP_DISABLE_USERNS, "disable_userns"},
     {MAELYS_BACKEND_CAP_UNPRIVILEGED, "unprivileged"},
+    {MAELYS_BACKEND_CAP_LIMIT_TASKS, "limit_tasks"},
+    {MAELYS_BACKEND_CAP_LIMIT_MEMORY, "limit_memory"},
 };
 
 const char* maelys_executor_capability_name(uint64_t bit) {
@@ -464,6 +466,7 @@ maelys_executor_plan_set_network(maelys_executor_plan_t* plan,
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                                  "unknown network mode %d", (int)mode);
   plan->network = mode;
+  plan->network_set = true;
   return MAELYS_EXECUTOR_OK;
 }
 
@@ -625,6 +628,50 @@ maelys_executor_result_t maelys_executor_plan_set_rlimit(
         maelys__executor_rlimit_names[resource], (unsigned long long)soft,
         (unsigned long long)hard);
   plan->rlimits[resource] = (maelys__rlimit_t){true, soft, hard};
+  return MAELYS_EXECUTOR_OK;
+}
+
+#define LIMIT_TASKS_MAX 4194304 /* the kernel's pid_max ceiling */
+#define LIMIT_MEMORY_MIN (UINT64_C(1) << 20)
+
+const char* maelys__executor_limit_name(maelys_executor_limit_t limit) {
+  switch (limit) {
+  case MAELYS_EXECUTOR_LIMIT_TASKS:
+    return "tasks";
+  case MAELYS_EXECUTOR_LIMIT_MEMORY:
+    return "memory";
+  }
+  return "unknown";
+}
+
+maelys_executor_result_t
+maelys_executor_plan_set_limit(maelys_executor_plan_t* plan,
+                               maelys_executor_limit_t limit, uint64_t value,
+                               char** out_error) {
+  MAELYS__CHECK_OUT_ERROR(out_error);
+  maelys_executor_result_t r =
+      writable(plan, "maelys_executor_plan_set_limit", out_error);
+  if (r != MAELYS_EXECUTOR_OK)
+    return r;
+  switch (limit) {
+  case MAELYS_EXECUTOR_LIMIT_TASKS:
+    if (value < 1 || value > LIMIT_TASKS_MAX)
+      return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                   "limit tasks: %llu is outside 1..%d",
+                                   (unsigned long long)value, LIMIT_TASKS_MAX);
+    break;
+  case MAELYS_EXECUTOR_LIMIT_MEMORY:
+    if (value < LIMIT_MEMORY_MIN)
+      return maelys__executor_fail(
+          out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+          "limit memory: %llu bytes is below the minimum of 1 MiB",
+          (unsigned long long)value);
+    break;
+  default:
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                 "unknown limit %d", (int)limit);
+  }
+  plan->limits[limit] = value;
   return MAELYS_EXECUTOR_OK;
 }
 
@@ -810,6 +857,9 @@ int maelys__executor_plan_encode(const maelys_executor_plan_t* plan,
     put_u64(&b, plan->rlimits[i].soft);
     put_u64(&b, plan->rlimits[i].hard);
   }
+  put_u8(&b, 'X');
+  for (int i = 1; i < MAELYS__LIMIT_COUNT; i++)
+    put_u64(&b, plan->limits[i]);
   put_u8(&b, 'D');
   put_opt_str(&b, plan->decision_digest);
   put_u8(&b, 'H');
@@ -837,6 +887,12 @@ maelys_executor_result_t maelys_executor_plan_seal(maelys_executor_plan_t* plan,
   if (r != MAELYS_EXECUTOR_OK)
     return r;
 
+  if (!plan->network_set)
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+        "the plan's network mode was never set: choose one with "
+        "maelys_executor_plan_set_network (INHERIT, the host's network, must "
+        "be asked for explicitly)");
   bool mediated = plan->network == MAELYS_EXECUTOR_NETWORK_MEDIATED;
   if (mediated && plan->mediator == NULL)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
@@ -977,6 +1033,10 @@ maelys_executor_plan_required_capabilities(const maelys_executor_plan_t* plan,
   }
   if (plan->process_tree_required)
     need |= MAELYS_BACKEND_CAP_PROCESS_TREE;
+  if (plan->limits[MAELYS_EXECUTOR_LIMIT_TASKS] != 0)
+    need |= MAELYS_BACKEND_CAP_LIMIT_TASKS;
+  if (plan->limits[MAELYS_EXECUTOR_LIMIT_MEMORY] != 0)
+    need |= MAELYS_BACKEND_CAP_LIMIT_MEMORY;
   *out_capabilities = need;
   return MAELYS_EXECUTOR_OK;
 }
@@ -1052,5 +1112,16 @@ int maelys_executor_plan_rlimit_get(const maelys_executor_plan_t* plan,
     *out_soft = plan->rlimits[resource].soft;
   if (out_hard != NULL)
     *out_hard = plan->rlimits[resource].hard;
+  return 0;
+}
+
+int maelys_executor_plan_limit_get(const maelys_executor_plan_t* plan,
+                                   maelys_executor_limit_t limit,
+                                   uint64_t* out_value) {
+  if (plan == NULL || limit < 1 || (int)limit >= MAELYS__LIMIT_COUNT ||
+      plan->limits[limit] == 0)
+    return -1;
+  if (out_value != NULL)
+    *out_value = plan->limits[limit];
   return 0;
 }

@@ -211,6 +211,11 @@ MAELYS_EXECUTOR_API int
 maelys_executor_plan_rlimit_get(const maelys_executor_plan_t* plan,
                                 maelys_executor_rlimit_t resource,
                                 uint64_t* out_soft, uint64_t* out_hard);
+/* 0 and the ceiling when set, -1 when the plan has none (ABI 11). */
+MAELYS_EXECUTOR_API int
+maelys_executor_plan_limit_get(const maelys_executor_plan_t* plan,
+                               maelys_executor_limit_t limit,
+                               uint64_t* out_value);
 
 /* Read access to a request (borrowed strings). */
 MAELYS_EXECUTOR_API const char*

@@ -36,9 +36,13 @@
 extern "C" {
 #endif
 
-/* The ABI generation of this header. ABI 10 owns maelys_executor_plan_t
- * (seeds/000); ABI 9 introduced the EPHEMERAL_WRITE root capability bit. */
-#define MAELYS_EXECUTOR_ABI_VERSION 10
+/* The ABI generation of this header. ABI 11: sealing refuses a plan whose
+ * network mode was never set (explicit beats a silent grant), plans carry
+ * sandbox-wide ceilings (maelys_executor_plan_set_limit) and the
+ * LIMIT_TASKS/LIMIT_MEMORY capability bits. ABI 10 owns
+ * maelys_executor_plan_t (seeds/000); ABI 9 introduced the EPHEMERAL_WRITE
+ * root capability bit. */
+#define MAELYS_EXECUTOR_ABI_VERSION 11
 
 #define MAELYS_EXECUTOR_VERSION_MAJOR 0
 #define MAELYS_EXECUTOR_VERSION_MINOR 10
@@ -140,8 +144,14 @@ MAELYS_EXECUTOR_API unsigned maelys_executor_abi_version(void);
 #define MAELYS_BACKEND_CAP_DISABLE_USERNS (UINT64_C(1) << 16)
 /* The payload never runs with host uid 0 and holds no capability. */
 #define MAELYS_BACKEND_CAP_UNPRIVILEGED (UINT64_C(1) << 17)
+/* The sandbox-wide task ceiling (MAELYS_EXECUTOR_LIMIT_TASKS) is enforced:
+ * processes and threads of the whole sandbox together (ABI 11). */
+#define MAELYS_BACKEND_CAP_LIMIT_TASKS (UINT64_C(1) << 18)
+/* The sandbox-wide memory ceiling (MAELYS_EXECUTOR_LIMIT_MEMORY) is enforced
+ * (ABI 11). */
+#define MAELYS_BACKEND_CAP_LIMIT_MEMORY (UINT64_C(1) << 19)
 /* Every bit defined by this ABI. */
-#define MAELYS_BACKEND_CAP_ALL ((UINT64_C(1) << 18) - 1)
+#define MAELYS_BACKEND_CAP_ALL ((UINT64_C(1) << 20) - 1)
 
 /* The stable lowercase name of one capability bit ("network_none"), or NULL
  * for a value that is not exactly one known bit. */
@@ -214,6 +224,8 @@ typedef enum maelys_executor_root {
   MAELYS_EXECUTOR_ROOT_EPHEMERAL_WRITE = 2
 } maelys_executor_root_t;
 
+/* Per-process limits (setrlimit): each process of the sandbox has its own
+ * budget; they are not sandbox ceilings (see maelys_executor_limit_t). */
 typedef enum maelys_executor_rlimit {
   MAELYS_EXECUTOR_RLIMIT_CPU = 1,    /* seconds */
   MAELYS_EXECUTOR_RLIMIT_FSIZE = 2,  /* bytes */
@@ -221,19 +233,36 @@ typedef enum maelys_executor_rlimit {
   MAELYS_EXECUTOR_RLIMIT_STACK = 4,  /* bytes */
   MAELYS_EXECUTOR_RLIMIT_CORE = 5,   /* bytes */
   MAELYS_EXECUTOR_RLIMIT_NOFILE = 6, /* descriptors */
-  MAELYS_EXECUTOR_RLIMIT_AS = 7,     /* bytes */
-  MAELYS_EXECUTOR_RLIMIT_NPROC = 8,  /* processes of the uid */
+  /* Address space: only when a plan names it (it breaks JIT runtimes such
+   * as Node, which reserve far more than they use). */
+  MAELYS_EXECUTOR_RLIMIT_AS = 7, /* bytes */
+  /* Processes of the payload's uid; prefer MAELYS_EXECUTOR_LIMIT_TASKS, the
+   * sandbox-wide ceiling. */
+  MAELYS_EXECUTOR_RLIMIT_NPROC = 8,
   MAELYS_EXECUTOR_RLIMIT_MEMLOCK = 9 /* bytes */
 } maelys_executor_rlimit_t;
 
 /* "Unlimited" for maelys_executor_plan_set_rlimit(). */
 #define MAELYS_EXECUTOR_RLIMIT_INFINITY UINT64_MAX
 
+/* Sandbox-wide ceilings: one budget shared by every process of the sandbox.
+ * A plan that sets one requires the matching capability
+ * (MAELYS_BACKEND_CAP_LIMIT_*), so a ceiling is either enforced by a
+ * mechanism the backend proved or the launch is refused (invariant 22). */
+typedef enum maelys_executor_limit {
+  /* Tasks (processes and threads) alive at once, 1..4194304. */
+  MAELYS_EXECUTOR_LIMIT_TASKS = 1,
+  /* Memory charged to the sandbox (anonymous memory, page cache and its
+   * tmpfs files), in bytes, at least 1 MiB. */
+  MAELYS_EXECUTOR_LIMIT_MEMORY = 2
+} maelys_executor_limit_t;
+
 /* The maximum number of entries of each list in a plan or a request. */
 #define MAELYS_EXECUTOR_MAX_ENTRIES 4096
 
-/* A new, empty, unsealed plan: host root, network INHERIT, nothing
- * required. Free with maelys_executor_plan_destroy(). */
+/* A new, empty, unsealed plan: host root, no network mode (sealing refuses
+ * it until maelys_executor_plan_set_network() chose one, INHERIT included),
+ * nothing required. Free with maelys_executor_plan_destroy(). */
 MAELYS_EXECUTOR_API maelys_executor_result_t maelys_executor_plan_create(
     maelys_executor_plan_t** out_plan, char** out_error);
 
@@ -317,6 +346,12 @@ MAELYS_EXECUTOR_API maelys_executor_result_t maelys_executor_plan_set_rlimit(
     maelys_executor_plan_t* plan, maelys_executor_rlimit_t resource,
     uint64_t soft, uint64_t hard, char** out_error);
 
+/* A sandbox-wide ceiling (see maelys_executor_limit_t); setting it twice
+ * replaces the earlier value. */
+MAELYS_EXECUTOR_API maelys_executor_result_t maelys_executor_plan_set_limit(
+    maelys_executor_plan_t* plan, maelys_executor_limit_t limit, uint64_t value,
+    char** out_error);
+
 /* The digest of whatever decided the policy, copied verbatim and bound into
  * the plan digest: "ALGORITHM:HEX", the algorithm [a-z0-9-]{1,16}, the hex
  * lowercase, 32..128 digits, e.g. "sha256:…". */
@@ -332,7 +367,8 @@ maelys_executor_plan_add_channel(maelys_executor_plan_t* plan, int child_fd,
                                  const char* name, char** out_error);
 
 /* Validates and freezes the plan and computes its digest. Sealing twice is
- * MAELYS_EXECUTOR_ERR_SEALED. */
+ * MAELYS_EXECUTOR_ERR_SEALED; a plan whose network mode was never set is
+ * MAELYS_EXECUTOR_ERR_ARGUMENT. */
 MAELYS_EXECUTOR_API maelys_executor_result_t
 maelys_executor_plan_seal(maelys_executor_plan_t* plan, char** out_error);
 

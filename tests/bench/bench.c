@@ -132,6 +132,8 @@ static void env_init(env_t* e, bool with_bwrap) {
     maelys_backend_options_destroy(o);
   }
   maelys_executor_plan_create(&e->unconfined, NULL);
+  maelys_executor_plan_set_network(e->unconfined,
+                                   MAELYS_EXECUTOR_NETWORK_INHERIT, NULL);
   maelys_executor_plan_seal(e->unconfined, NULL);
   /* The sandbox equivalent to the bare bwrap reference below. */
   maelys_executor_plan_create(&e->sandbox, NULL);

@@ -85,6 +85,9 @@ uint64_t harness_now_ms(void) {
 maelys_executor_plan_t* plan_unconfined(void) {
   maelys_executor_plan_t* p = NULL;
   assert_int_equal(maelys_executor_plan_create(&p, NULL), 0);
+  assert_int_equal(maelys_executor_plan_set_network(
+                       p, MAELYS_EXECUTOR_NETWORK_INHERIT, NULL),
+                   0);
   assert_int_equal(maelys_executor_plan_seal(p, NULL), 0);
   return p;
 }

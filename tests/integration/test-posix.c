@@ -127,6 +127,9 @@ static void test_refusals(void** state) {
 
   maelys_executor_plan_t* unsealed = NULL;
   assert_int_equal(maelys_executor_plan_create(&unsealed, NULL), 0);
+  assert_int_equal(maelys_executor_plan_set_network(
+                       unsealed, MAELYS_EXECUTOR_NETWORK_INHERIT, NULL),
+                   0);
   assert_int_equal(maelys_execution_spawn(h.executor, unsealed, req, &e, &err),
                    MAELYS_EXECUTOR_ERR_STATE);
   assert_non_null(strstr(err, "not sealed"));
@@ -588,6 +591,9 @@ static void test_fd_layout(void** state) {
   /* Isolated duplex with a channel at 5: 0-2, the protocol at 3, 5. */
   maelys_executor_plan_t* chplan = NULL;
   assert_int_equal(maelys_executor_plan_create(&chplan, NULL), 0);
+  assert_int_equal(maelys_executor_plan_set_network(
+                       chplan, MAELYS_EXECUTOR_NETWORK_INHERIT, NULL),
+                   0);
   assert_int_equal(maelys_executor_plan_add_channel(chplan, 5, "egress", NULL),
                    0);
   assert_int_equal(maelys_executor_plan_seal(chplan, NULL), 0);
@@ -681,6 +687,9 @@ static void test_cwd_and_rlimit(void** state) {
   }
   maelys_executor_plan_t* limited = NULL;
   assert_int_equal(maelys_executor_plan_create(&limited, NULL), 0);
+  assert_int_equal(maelys_executor_plan_set_network(
+                       limited, MAELYS_EXECUTOR_NETWORK_INHERIT, NULL),
+                   0);
   assert_int_equal(maelys_executor_plan_set_rlimit(
                        limited, MAELYS_EXECUTOR_RLIMIT_NOFILE, 64, 128, NULL),
                    0);
@@ -804,6 +813,9 @@ static void test_receipts(void** state) {
   snprintf(sub, sizeof sub, "%s/nested/receipts", dir);
   maelys_executor_plan_t* plan = NULL;
   assert_int_equal(maelys_executor_plan_create(&plan, NULL), 0);
+  assert_int_equal(maelys_executor_plan_set_network(
+                       plan, MAELYS_EXECUTOR_NETWORK_INHERIT, NULL),
+                   0);
   assert_int_equal(
       maelys_executor_plan_set_decision_digest(
           plan,
@@ -849,6 +861,9 @@ static void test_receipts(void** state) {
   /* Inside a writable path: refused before anything runs. */
   maelys_executor_plan_t* rw = NULL;
   assert_int_equal(maelys_executor_plan_create(&rw, NULL), 0);
+  assert_int_equal(maelys_executor_plan_set_network(
+                       rw, MAELYS_EXECUTOR_NETWORK_INHERIT, NULL),
+                   0);
   assert_int_equal(maelys_executor_plan_add_rule(
                        rw, dir, MAELYS_EXECUTOR_ACCESS_WRITE,
                        MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),

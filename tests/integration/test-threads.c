@@ -41,6 +41,7 @@ static void* run_worker(void* arg) {
   }
   maelys_executor_plan_t* plan = NULL;
   maelys_executor_plan_create(&plan, NULL);
+  maelys_executor_plan_set_network(plan, MAELYS_EXECUTOR_NETWORK_INHERIT, NULL);
   maelys_executor_plan_seal(plan, NULL);
   maelys_execution_t* e[PER_THREAD];
   char code[8];

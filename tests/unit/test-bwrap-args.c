@@ -119,6 +119,9 @@ static int setup(void** state) {
       .first_extra_fd = 9,
   };
   assert_int_equal(maelys_executor_plan_create(&t->plan, NULL), 0);
+  assert_int_equal(maelys_executor_plan_set_network(
+                       t->plan, MAELYS_EXECUTOR_NETWORK_INHERIT, NULL),
+                   0);
   assert_int_equal(maelys_executor_plan_set_root(
                        t->plan, MAELYS_EXECUTOR_ROOT_READONLY, 0, NULL),
                    0);
@@ -424,6 +427,9 @@ static void test_reject_host_state(void** state) {
     fake_add(&t->fake, refused[i], MAELYS__BWRAP_DIRECTORY);
     maelys_executor_plan_destroy(t->plan);
     assert_int_equal(maelys_executor_plan_create(&t->plan, NULL), 0);
+    assert_int_equal(maelys_executor_plan_set_network(
+                         t->plan, MAELYS_EXECUTOR_NETWORK_INHERIT, NULL),
+                     0);
     assert_int_equal(maelys_executor_plan_set_root(
                          t->plan, MAELYS_EXECUTOR_ROOT_READONLY, 0, NULL),
                      0);
@@ -439,6 +445,9 @@ static void test_reject_host_state(void** state) {
   fake_add(&t->fake, "/home/alice/project", MAELYS__BWRAP_DIRECTORY);
   maelys_executor_plan_destroy(t->plan);
   assert_int_equal(maelys_executor_plan_create(&t->plan, NULL), 0);
+  assert_int_equal(maelys_executor_plan_set_network(
+                       t->plan, MAELYS_EXECUTOR_NETWORK_INHERIT, NULL),
+                   0);
   assert_int_equal(maelys_executor_plan_set_root(
                        t->plan, MAELYS_EXECUTOR_ROOT_READONLY, 0, NULL),
                    0);

@@ -11,9 +11,9 @@
 #include "internal.h"
 
 #define MAELYS_GOLDEN_DIGEST                                                   \
-  "2efbbbad6ffa69a354993e3feda5251841a18a2fd7c82871675143976f8f0f00"
+  "847e58ad8313de07721689fa77918a011299308c81f40d5c5a225884cef05a25"
 #define MAELYS_GOLDEN_EMPTY_DIGEST                                             \
-  "e5079313b27a2d7d8d67a35b4cdcb0b3bf2fac62bfc0093f5b140849a62a999c"
+  "dd6123d3bbffc70471e8cacde80b113375eb43e1152f9357f6f6df2c19d2cb90"
 #define DD                                                                     \
   "sha256:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
@@ -65,6 +65,12 @@ static maelys_executor_plan_t* full_plan(void) {
                    0);
   assert_int_equal(maelys_executor_plan_set_decision_digest(p, DD, NULL), 0);
   assert_int_equal(maelys_executor_plan_add_channel(p, 4, "egress", NULL), 0);
+  assert_int_equal(
+      maelys_executor_plan_set_limit(p, MAELYS_EXECUTOR_LIMIT_TASKS, 512, NULL),
+      0);
+  assert_int_equal(maelys_executor_plan_set_limit(
+                       p, MAELYS_EXECUTOR_LIMIT_MEMORY, 1 << 30, NULL),
+                   0);
   return p;
 }
 
@@ -90,6 +96,9 @@ static void test_digest_golden(void** state) {
 
   maelys_executor_plan_t* empty = NULL;
   assert_int_equal(maelys_executor_plan_create(&empty, NULL), 0);
+  assert_int_equal(maelys_executor_plan_set_network(
+                       empty, MAELYS_EXECUTOR_NETWORK_INHERIT, NULL),
+                   0);
   d = sealed_digest(empty);
   assert_string_equal(d, "sha256:" MAELYS_GOLDEN_EMPTY_DIGEST);
   maelys_executor_string_free(d);
@@ -172,6 +181,12 @@ static void m_channel_fd(maelys_executor_plan_t* p) {
 static void m_channel_name(maelys_executor_plan_t* p) {
   p->channels[0].name[0] = 'f';
 }
+static void m_limit_tasks(maelys_executor_plan_t* p) {
+  p->limits[MAELYS_EXECUTOR_LIMIT_TASKS]++;
+}
+static void m_limit_memory(maelys_executor_plan_t* p) {
+  p->limits[MAELYS_EXECUTOR_LIMIT_MEMORY] = 0;
+}
 
 /* The digest binds every rule: changing any single one changes it, and no two
  * single changes collide. */
@@ -183,7 +198,7 @@ static void test_digest_binds_every_rule(void** state) {
       m_rule_scope, m_rule_path,      m_network,     m_dest_port,
       m_dest_host,  m_mediator,       m_root,        m_caps,
       m_tree,       m_rlimit,         m_rlimit_set,  m_decision,
-      m_channel_fd, m_channel_name};
+      m_channel_fd, m_channel_name,   m_limit_tasks, m_limit_memory};
   enum { N = sizeof mutations / sizeof mutations[0] };
   char* digests[N + 1];
   maelys_executor_plan_t* base = full_plan();
@@ -208,6 +223,9 @@ static void test_setters_after_seal(void** state) {
   (void)state;
   maelys_executor_plan_t* p = NULL;
   assert_int_equal(maelys_executor_plan_create(&p, NULL), 0);
+  assert_int_equal(
+      maelys_executor_plan_set_network(p, MAELYS_EXECUTOR_NETWORK_NONE, NULL),
+      0);
   assert_int_equal(maelys_executor_plan_seal(p, NULL), 0);
   char* err = NULL;
 #define SEALED(call)                                                           \
@@ -401,10 +419,11 @@ static void test_required_capabilities(void** state) {
       MAELYS_BACKEND_CAP_TMPFS_SIZE | MAELYS_BACKEND_CAP_PID_NAMESPACE |
       MAELYS_BACKEND_CAP_NETWORK_MEDIATED_FD4 |
       MAELYS_BACKEND_CAP_ROOT_EPHEMERAL_WRITE | MAELYS_BACKEND_CAP_SECCOMP |
-      MAELYS_BACKEND_CAP_PROCESS_TREE;
+      MAELYS_BACKEND_CAP_PROCESS_TREE | MAELYS_BACKEND_CAP_LIMIT_TASKS |
+      MAELYS_BACKEND_CAP_LIMIT_MEMORY;
   assert_int_equal(caps, want);
   maelys_executor_plan_destroy(p);
-  for (int b = 0; b < 18; b++) {
+  for (int b = 0; b < 20; b++) {
     const char* name = maelys_executor_capability_name(UINT64_C(1) << b);
     assert_non_null(name);
     assert_int_equal(maelys_executor_capability_from_name(name), UINT64_C(1)
@@ -492,6 +511,20 @@ static void test_json(void** state) {
       {"{\"format\":\"maelys-executor-plan/1\",\"process_tree_required\":1}",
        "must be a boolean"},
       {"{\"format\":\"maelys-executor-plan/1\",\"format\":\"x\"}", "malformed"},
+      /* Integers are range-checked before any narrowing. */
+      {"{\"format\":\"maelys-executor-plan/1\",\"channels\":[{\"fd\":"
+       "4294967300,\"name\":\"x\"}]}",
+       "$.channels[0].fd: must be an integer in 0..2147483647"},
+      {"{\"format\":\"maelys-executor-plan/1\",\"limits\":{\"tasks\":0}}",
+       "$.limits.tasks: limit tasks: 0 is outside"},
+      {"{\"format\":\"maelys-executor-plan/1\",\"limits\":{\"cpu\":1}}",
+       "$.limits.cpu: unknown member"},
+      {"{\"format\":\"maelys-executor-plan/1\",\"limits\":{\"memory\":"
+       "-5}}",
+       "$.limits.memory: must be a non-negative integer"},
+      /* Explicit beats a silent grant: no network member, no seal. */
+      {"{\"format\":\"maelys-executor-plan/1\",\"digest\":\"sha256:00\"}",
+       "network mode was never set"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     q = NULL;
@@ -507,8 +540,63 @@ static void test_json(void** state) {
   }
 }
 
+/* A plan that never chose a network is refused at seal, whatever else it
+ * holds; each ceiling is range-checked and implies its capability. */
+static void test_network_must_be_set_and_limits(void** state) {
+  (void)state;
+  maelys_executor_plan_t* p = NULL;
+  char* err = NULL;
+  assert_int_equal(maelys_executor_plan_create(&p, NULL), 0);
+  assert_int_equal(maelys_executor_plan_seal(p, &err),
+                   MAELYS_EXECUTOR_ERR_ARGUMENT);
+  assert_non_null(strstr(err, "network mode was never set"));
+  assert_false(maelys_executor_plan_is_sealed(p));
+  maelys_executor_error_free(err);
+  err = NULL;
+  assert_int_equal(
+      maelys_executor_plan_set_limit(p, MAELYS_EXECUTOR_LIMIT_TASKS, 0, &err),
+      MAELYS_EXECUTOR_ERR_ARGUMENT);
+  assert_non_null(strstr(err, "tasks"));
+  maelys_executor_error_free(err);
+  err = NULL;
+  assert_int_equal(maelys_executor_plan_set_limit(
+                       p, MAELYS_EXECUTOR_LIMIT_MEMORY, 4096, &err),
+                   MAELYS_EXECUTOR_ERR_ARGUMENT);
+  assert_non_null(strstr(err, "1 MiB"));
+  maelys_executor_error_free(err);
+  err = NULL;
+  assert_int_equal(
+      maelys_executor_plan_set_limit(p, (maelys_executor_limit_t)7, 1, &err),
+      MAELYS_EXECUTOR_ERR_ARGUMENT);
+  maelys_executor_error_free(err);
+  err = NULL;
+  uint64_t v = 0;
+  assert_int_equal(
+      maelys_executor_plan_limit_get(p, MAELYS_EXECUTOR_LIMIT_TASKS, &v), -1);
+  assert_int_equal(
+      maelys_executor_plan_set_limit(p, MAELYS_EXECUTOR_LIMIT_TASKS, 64, NULL),
+      0);
+  assert_int_equal(
+      maelys_executor_plan_limit_get(p, MAELYS_EXECUTOR_LIMIT_TASKS, &v), 0);
+  assert_int_equal(v, 64);
+  uint64_t caps = 0;
+  assert_int_equal(maelys_executor_plan_required_capabilities(p, &caps, NULL),
+                   0);
+  assert_int_equal(caps, MAELYS_BACKEND_CAP_LIMIT_TASKS);
+  assert_int_equal(maelys_executor_plan_set_network(
+                       p, MAELYS_EXECUTOR_NETWORK_INHERIT, NULL),
+                   0);
+  assert_int_equal(maelys_executor_plan_seal(p, NULL), 0);
+  assert_int_equal(
+      maelys_executor_plan_set_limit(p, MAELYS_EXECUTOR_LIMIT_TASKS, 65, &err),
+      MAELYS_EXECUTOR_ERR_SEALED);
+  maelys_executor_error_free(err);
+  maelys_executor_plan_destroy(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_network_must_be_set_and_limits),
       cmocka_unit_test(test_digest_golden),
       cmocka_unit_test(test_digest_binds_every_rule),
       cmocka_unit_test(test_setters_after_seal),
