@@ -23,6 +23,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <seccomp.h>
@@ -73,7 +74,48 @@ static const denial_t denied[] = {
     {"mount_setattr", "changing mount attributes (idmaps, read-only)"},
     /* Joining other namespaces. */
     {"setns", "joining another namespace"},
+    /* Another process's descriptors and memory: the helper's status channel
+     * must stay out of reach (invariant 19). */
+    {"pidfd_getfd", "copying another process's descriptors"},
+    {"process_madvise", "advising on another process's memory"},
 };
+
+/* Invariant 17: no file leaves a sandbox set-user-id or set-group-id. A
+ * writable bind is the host's filesystem, where the payload owns what it
+ * creates (as root, through an idmapped mount: root's files), and nosuid
+ * inside the sandbox protects only the inside. Every call that sets a mode
+ * is refused with EPERM when the mode carries S_ISUID or S_ISGID, files and
+ * directories alike (the filter sees the mode, not the object: a directory
+ * cannot be made set-group-id inside either; one created below a set-group-id
+ * directory still inherits the bit from the kernel, which only the host can
+ * have set). `mode_arg` is the index of the mode argument. */
+typedef struct mode_call {
+  const char* name;
+  int number; /* used when the name is newer than libseccomp */
+  unsigned mode_arg;
+} mode_call_t;
+
+#define SYS_FCHMODAT2 452 /* Linux 6.6; Debian 12's libseccomp predates it */
+
+static const mode_call_t mode_calls[] = {
+    {"chmod", -1, 1},    {"fchmod", -1, 1},
+    {"fchmodat", -1, 2}, {"fchmodat2", SYS_FCHMODAT2, 2},
+    {"creat", -1, 1},    {"mknod", -1, 1},
+    {"mknodat", -1, 2},
+};
+
+/* The calls whose mode only counts with O_CREAT or O_TMPFILE: `flags_arg`
+ * and `mode_arg` index their arguments. */
+static const struct {
+  const char* name;
+  unsigned flags_arg, mode_arg;
+} open_calls[] = {{"open", 1, 2}, {"openat", 2, 3}};
+
+/* The highest system call number the filter was written against. Anything
+ * above it answers ENOSYS (up to NEWEST_REFUSED), so that a mode-setting
+ * call added by a later kernel cannot pass unfiltered. */
+#define NEWEST_KNOWN 450
+#define NEWEST_REFUSED 1023
 
 /* Namespace flags refused on unshare and clone. */
 static const unsigned long ns_flags[] = {
@@ -86,6 +128,56 @@ static int deny_name(scmp_filter_ctx ctx, const char* name, uint32_t action) {
   if (nr == __NR_SCMP_ERROR)
     return 0;
   return seccomp_rule_add(ctx, action, nr, 0);
+}
+
+static int syscall_number(const char* name, int fallback) {
+  int nr = seccomp_syscall_resolve_name(name);
+  return nr == __NR_SCMP_ERROR ? fallback : nr;
+}
+
+static int add_setid_rules(scmp_filter_ctx ctx) {
+  static const unsigned bits[] = {S_ISUID, S_ISGID};
+  int rc;
+  for (size_t i = 0; i < sizeof mode_calls / sizeof mode_calls[0]; i++) {
+    int nr = syscall_number(mode_calls[i].name, mode_calls[i].number);
+    if (nr < 0)
+      continue; /* not a call of the native ABI */
+    for (size_t b = 0; b < 2; b++) {
+      struct scmp_arg_cmp cmp = {mode_calls[i].mode_arg, SCMP_CMP_MASKED_EQ,
+                                 bits[b], bits[b]};
+      if ((rc = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+                                       &cmp)) != 0)
+        return rc;
+    }
+  }
+  static const unsigned creating[] = {O_CREAT, __O_TMPFILE};
+  for (size_t i = 0; i < sizeof open_calls / sizeof open_calls[0]; i++) {
+    int nr = syscall_number(open_calls[i].name, -1);
+    if (nr < 0)
+      continue;
+    for (size_t f = 0; f < 2; f++)
+      for (size_t b = 0; b < 2; b++) {
+        struct scmp_arg_cmp cmp[2] = {
+            {open_calls[i].flags_arg, SCMP_CMP_MASKED_EQ, creating[f],
+             creating[f]},
+            {open_calls[i].mode_arg, SCMP_CMP_MASKED_EQ, bits[b], bits[b]}};
+        if ((rc = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EPERM), nr, 2,
+                                         cmp)) != 0)
+          return rc;
+      }
+  }
+  /* openat2 passes its flags and mode in memory, where a filter cannot look:
+   * answer ENOSYS, so that libc falls back to openat, filtered above. */
+  if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS),
+                             syscall_number("openat2", 437), 0)) != 0)
+    return rc;
+  for (int nr = NEWEST_KNOWN + 1; nr <= NEWEST_REFUSED; nr++) {
+    if (nr == SYS_FCHMODAT2)
+      continue; /* filtered by its mode above */
+    if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0)) != 0)
+      return rc;
+  }
+  return 0;
 }
 
 int maelys__bwrap_seccomp_build(bool deny_network, unsigned char** out,
@@ -110,9 +202,18 @@ int maelys__bwrap_seccomp_build(bool deny_network, unsigned char** out,
   if (rc != 0)
     goto done;
 
+  /* A binary tree of system call numbers rather than a linear list: every
+   * call of the sandbox walks this filter, and the ENOSYS range below adds
+   * hundreds of entries. */
+  if ((rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) != 0)
+    goto done;
+
   for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++)
     if ((rc = deny_name(ctx, denied[i].name, SCMP_ACT_ERRNO(EPERM))) != 0)
       goto done;
+
+  if ((rc = add_setid_rules(ctx)) != 0)
+    goto done;
 
   /* TIOCSTI pushes characters into a terminal's input queue and TIOCLINUX
    * can do the same on a virtual console: both let a sandbox type commands

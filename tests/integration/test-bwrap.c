@@ -414,6 +414,71 @@ static void test_escapes_blocked(void** state) {
   harness_finish(&h);
 }
 
+/* Files of the writable directory (not below denied ones) with a set-id bit
+ * or a capability attribute. */
+static int setid_files(const char* dir, char* first, size_t size) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "find '%s' \\( -perm -4000 -o -perm -2000 \\) -print; "
+           "getfattr -R -m security.capability --absolute-names '%s' "
+           "2>/dev/null | grep '^# file:'",
+           dir, dir);
+  FILE* f = popen(cmd, "r");
+  assert_non_null(f);
+  int n = 0;
+  char line[512];
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (n++ == 0)
+      snprintf(first, size, "%s", line);
+  }
+  pclose(f);
+  return n;
+}
+
+/* Invariant 17: no file leaves a sandbox set-user-id, set-group-id or with a
+ * file capability, by any system-call route; ordinary modes still work. */
+static void test_setid_never_leaves(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  sandbox_t s;
+  sandbox_dirs(&s);
+  maelys_executor_plan_t* plan =
+      sandbox_plan(&s, MAELYS_EXECUTOR_NETWORK_INHERIT,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  maelys_execution_request_t* req =
+      sandbox_request(&s, ARGS("escape", "setid", s.ws));
+  collected_t out;
+  waited_t w;
+  run_in_sandbox(&h, plan, req, &out, &w);
+  print_message("%s", out.data);
+  static const char* const routes[] = {
+      "setid-chmod-suid", "setid-chmod-sgid", "setid-chmod-both",
+      "setid-fchmod",     "setid-fchmodat",   "setid-fchmodat2",
+      "setid-open",       "setid-openat",     "setid-creat",
+      "setid-tmpfile",    "setid-mknod",      "setid-mknodat",
+      "setid-openat2",    "setid-dir-sgid",   "setid-fcap"};
+  for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+    expect_blocked(&out, routes[i]);
+  assert_null(strstr(out.data, "=open\n"));
+  /* openat2 answers ENOSYS so that libc falls back to a filtered openat. */
+  expect_line(&out, "setid-openat2=blocked:38");
+  expect_line(&out, "setid-newer-call=blocked:38");
+  expect_line(&out, "plain-modes=ok");
+  char first[512] = "";
+  int n = setid_files(s.ws, first, sizeof first);
+  if (n != 0)
+    fail_msg("%d set-id or capable files left on the host, first: %s", n,
+             first);
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  rm_rf(s.dir);
+  harness_finish(&h);
+}
+
 /* The positive twins: allowed reads and writes work, and network INHERIT
  * reaches the loopback listener. */
 static void test_allowed_twins(void** state) {
@@ -953,6 +1018,7 @@ int main(void) {
       cmocka_unit_test(test_exit_status_is_the_payloads),
       cmocka_unit_test(test_launch_errors),
       cmocka_unit_test(test_escapes_blocked),
+      cmocka_unit_test(test_setid_never_leaves),
       cmocka_unit_test(test_allowed_twins),
       cmocka_unit_test(test_never_host_root),
       cmocka_unit_test(test_32bit_entries_killed),
