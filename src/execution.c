@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "internal.h"
 #include "proc.h"
 
@@ -73,6 +74,13 @@ struct maelys_execution {
 
   maelys__proc_t proc;
   bool main_reaped;
+  /* The host's end of the lifeline (see MAELYS_BACKEND_FD_LIFELINE), kept
+   * until the launched image is reaped, or -1. */
+  int lifeline_fd;
+  maelys__cgroup_t cgroup; /* the execution's memory cgroup, if any */
+  int64_t memory_peak;     /* bytes, -1 when unknown */
+  bool identity_set;
+  uint32_t identity_uid, identity_gid;
   int wait_status;
   struct rusage usage;
   maelys__proc_t root;
@@ -160,7 +168,22 @@ static char** copy_vector(char* const* v) {
 
 /* ------------------------------------------------------------ freeing */
 
+/* The launched image is gone: what only existed for it goes too. With a pid
+ * namespace launch its death took every process of the tree with it, so the
+ * cgroup is empty and can be removed. */
+static void release_launch_resources(maelys_execution_t* e) {
+  if (e->lifeline_fd >= 0) {
+    close(e->lifeline_fd);
+    e->lifeline_fd = -1;
+  }
+  if (e->cgroup.dir_fd >= 0) {
+    e->memory_peak = maelys__cgroup_memory_peak(&e->cgroup);
+    maelys__cgroup_remove(&e->cgroup);
+  }
+}
+
 static void execution_free(maelys_execution_t* e) {
+  release_launch_resources(e);
   maelys__proc_close(&e->proc);
   maelys__proc_close(&e->root);
   if (e->status_fd >= 0)
@@ -302,12 +325,22 @@ static bool wrapped(const maelys_execution_t* e) {
   return (e->launch_flags & MAELYS_BACKEND_LAUNCH_STATUS_CHANNEL) != 0;
 }
 
+/* Where the graceful signal of a wrapped launch goes: the tree root the
+ * backend named, or else the launched image itself (a launcher that forwards
+ * it, such as the bubblewrap backend's, pid 1 of its own namespace). */
+static void signal_tree_gracefully(maelys_execution_t* e) {
+  if (e->root.pid > 0)
+    e->executor->proc_ops->signal(&e->root, SIGTERM);
+  else if (!e->main_reaped)
+    e->executor->proc_ops->signal(&e->proc, SIGTERM);
+}
+
 static void send_graceful(maelys_execution_t* e) {
   if (wrapped(e)) {
-    /* The launcher does not forward signals; the tree root does, once it has
-     * said it can receive them. Until then the signal waits. */
-    if (e->root.pid > 0 && e->ready)
-      e->executor->proc_ops->signal(&e->root, SIGTERM);
+    /* The signal goes once the sandbox said it can forward it; until then
+     * it waits. */
+    if (e->ready)
+      signal_tree_gracefully(e);
     else
       e->pending_graceful = true;
     return;
@@ -513,6 +546,11 @@ static void finish(maelys_execution_t* e) {
   in.system_seconds = (double)e->usage.ru_stime.tv_sec +
                       (double)e->usage.ru_stime.tv_usec / 1e6;
   in.max_rss_kib = e->usage.ru_maxrss;
+  in.plan = e->plan;
+  in.memory_peak_bytes = e->memory_peak;
+  in.identity_set = e->identity_set;
+  in.identity_uid = e->identity_uid;
+  in.identity_gid = e->identity_gid;
   e->receipt_json = maelys__executor_receipt_render(&in);
 
   if (e->receipt_dir != NULL && e->receipt_json != NULL) {
@@ -547,24 +585,38 @@ static void handle_event(maelys_execution_t* e,
     }
     break;
   case MAELYS_BACKEND_EVENT_READY:
+    if (e->ready || e->have_exit || e->launch_failed != NULL)
+      break;
     e->ready = true;
-    if (e->pending_graceful && e->root.pid > 0) {
+    if (e->pending_graceful) {
       e->pending_graceful = false;
-      e->executor->proc_ops->signal(&e->root, SIGTERM);
+      signal_tree_gracefully(e);
     }
     break;
+  /* Invariant 19: only the first terminal line counts; anything after it
+   * (whoever wrote it) changes nothing. */
   case MAELYS_BACKEND_EVENT_EXIT:
+    if (e->have_exit || e->launch_failed != NULL)
+      break;
     e->have_exit = true;
     e->exit_code = ev->exit_code;
     e->term_signal = ev->term_signal;
     break;
   case MAELYS_BACKEND_EVENT_LAUNCH_FAILED:
-    if (e->launch_failed == NULL)
-      e->launch_failed = malloc(sizeof *e->launch_failed);
+    if (e->have_exit || e->launch_failed != NULL)
+      break;
+    e->launch_failed = malloc(sizeof *e->launch_failed);
     if (e->launch_failed != NULL)
       *e->launch_failed = *ev;
     else
       append_diag(e, ev->message, strlen(ev->message));
+    break;
+  case MAELYS_BACKEND_EVENT_IDENTITY:
+    if (!e->identity_set && !e->ready) {
+      e->identity_set = true;
+      e->identity_uid = ev->uid;
+      e->identity_gid = ev->gid;
+    }
     break;
   case MAELYS_BACKEND_EVENT_DIAGNOSTIC:
     append_diag(e, ev->message, strlen(ev->message));
@@ -647,6 +699,7 @@ static void on_proc(uv_poll_t* poll, int status, int events) {
   e->ended_real_ns = realtime_ns();
   e->ended_mono_ns = uv_hrtime();
   uv_poll_stop(&e->proc_poll);
+  release_launch_resources(e);
   if (wrapped(e) && !e->status_eof) {
     if (read_status(e)) {
       e->status_eof = true;
@@ -919,6 +972,31 @@ check_receipt_dir(const maelys_executor_plan_t* plan, const char* dir,
   return MAELYS_EXECUTOR_OK;
 }
 
+/* The execution's memory cgroup, under the parent the executor found (once,
+ * on first use). */
+static maelys_executor_result_t
+create_cgroup(maelys_execution_t* e, uint64_t memory_max, char** out_error) {
+  maelys_executor_t* ex = e->executor;
+  if (ex->memory_cgroup == NULL) {
+    ex->memory_cgroup = malloc(sizeof *ex->memory_cgroup);
+    if (ex->memory_cgroup == NULL)
+      return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                                   "out of memory");
+    maelys__cgroup_find_memory(ex->memory_cgroup);
+  }
+  char error[512];
+  int r = maelys__cgroup_create(ex->memory_cgroup, e->id, memory_max,
+                                &e->cgroup, error, sizeof error);
+  if (r == 0)
+    return MAELYS_EXECUTOR_OK;
+  return maelys__executor_fail(out_error,
+                               r == -ENOTSUP ? MAELYS_EXECUTOR_ERR_UNSUPPORTED
+                                             : MAELYS_EXECUTOR_ERR_IO,
+                               "the memory ceiling of %llu bytes cannot be "
+                               "enforced: %s",
+                               (unsigned long long)memory_max, error);
+}
+
 static int init_handles(maelys_execution_t* e, uv_loop_t* loop) {
   uv_handle_t* hs[] = {(uv_handle_t*)&e->stop_timer,
                        (uv_handle_t*)&e->drain_timer,
@@ -981,6 +1059,9 @@ maelys_execution_spawn(maelys_executor_t* executor,
   e->root.watch_fd = -1;
   e->root.pid = -1;
   e->status_fd = -1;
+  e->lifeline_fd = -1;
+  e->cgroup.dir_fd = e->cgroup.parent_fd = -1;
+  e->memory_peak = -1;
   for (int i = 0; i < 4; i++)
     e->streams[i].fd = -1;
   e->grace_ms = request->grace_ms;
@@ -1008,6 +1089,7 @@ maelys_execution_spawn(maelys_executor_t* executor,
   maelys_backend_launch_t launch;
   maelys__executor_launch_init(&launch, 0);
   int status_pipe[2] = {-1, -1};
+  int lifeline[2] = {-1, -1};
   maelys__proc_fd_t* fds = NULL;
   maelys__proc_rlimit_t rlimits[MAELYS__RLIMIT_COUNT];
   size_t rlimit_count = 0;
@@ -1057,6 +1139,14 @@ maelys_execution_spawn(maelys_executor_t* executor,
             src = layout.fds[k].source_fd;
       } else if (m->source == MAELYS_BACKEND_FD_STATUS) {
         src = status_pipe[1];
+      } else if (m->source == MAELYS_BACKEND_FD_LIFELINE) {
+        if (lifeline[0] < 0 && pipe2(lifeline, O_CLOEXEC) != 0) {
+          res = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                      "creating the lifeline: %s",
+                                      strerror(errno));
+          goto fail;
+        }
+        src = lifeline[0];
       } else {
         src = launch.extra_fds[m->value];
       }
@@ -1079,6 +1169,12 @@ maelys_execution_spawn(maelys_executor_t* executor,
             maelys__executor_rlimit_native((maelys_executor_rlimit_t)i),
             plan->rlimits[i].soft, plan->rlimits[i].hard};
   }
+  uint64_t memory_max = plan->limits[MAELYS_EXECUTOR_LIMIT_MEMORY];
+  if ((launch.flags & MAELYS_BACKEND_LAUNCH_MEMORY_CGROUP) && memory_max > 0) {
+    res = create_cgroup(e, memory_max, out_error);
+    if (res != MAELYS_EXECUTOR_OK)
+      goto fail;
+  }
   char* const* image_argv = launch.image_set ? launch.argv : e->argv;
   char* empty_env[1] = {NULL};
   char* const* image_env =
@@ -1099,6 +1195,15 @@ maelys_execution_spawn(maelys_executor_t* executor,
       .set_credentials = launch.credentials_set,
       .uid = launch.uid,
       .gid = launch.gid,
+      .new_pid_namespace =
+          (launch.flags & MAELYS_BACKEND_LAUNCH_NEW_PID_NAMESPACE) != 0,
+      .new_user_namespace =
+          (launch.flags & MAELYS_BACKEND_LAUNCH_NEW_PID_NAMESPACE) != 0 &&
+          !maelys__proc_host_root(),
+      .map_uid = geteuid(),
+      .map_gid = getegid(),
+      .image_fd = launch.image_fd,
+      .cgroup_fd = e->cgroup.dir_fd,
   };
   char spawn_error[512];
   e->started_real_ns = realtime_ns();
@@ -1118,6 +1223,9 @@ maelys_execution_spawn(maelys_executor_t* executor,
   layout_dispose(&layout);
   if (status_pipe[1] >= 0)
     close(status_pipe[1]);
+  if (lifeline[0] >= 0)
+    close(lifeline[0]);
+  e->lifeline_fd = lifeline[1];
   e->status_fd = status_pipe[0];
   if (e->status_fd >= 0)
     fcntl(e->status_fd, F_SETFL, fcntl(e->status_fd, F_GETFL) | O_NONBLOCK);
@@ -1162,6 +1270,11 @@ fail:
     close(status_pipe[0]);
   if (status_pipe[1] >= 0)
     close(status_pipe[1]);
+  if (lifeline[0] >= 0)
+    close(lifeline[0]);
+  if (lifeline[1] >= 0)
+    close(lifeline[1]);
+  maelys__cgroup_remove(&e->cgroup);
   maelys__executor_launch_dispose(&launch);
   free(fds);
   for (int i = 0; i < 4; i++)
@@ -1359,33 +1472,56 @@ maelys_executor_result_t maelys_execution_take_fd(maelys_execution_t* e,
 
 /* ------------------------------------------------------------- release */
 
+/* What a background reaper owns: the watch, and what lives as long as the
+ * launched image (the lifeline, the cgroup). */
+typedef struct reaper {
+  maelys__proc_t proc;
+  int lifeline_fd;
+  maelys__cgroup_t cgroup;
+} reaper_t;
+
 static void* reaper_main(void* arg) {
-  maelys__proc_t proc = {-1, (int)(intptr_t)arg};
-  maelys__proc_reap_blocking(&proc);
-  maelys__proc_close(&proc);
+  reaper_t* r = arg;
+  maelys__proc_reap_blocking(&r->proc);
+  maelys__proc_close(&r->proc);
+  if (r->lifeline_fd >= 0)
+    close(r->lifeline_fd);
+  maelys__cgroup_remove(&r->cgroup);
+  free(r);
   return NULL;
 }
 
 /* Called at executor destruction for a released child that still runs: a
  * detached thread reaps it when it exits, so it never becomes a zombie. It is
- * not signalled (invariant 6). */
+ * not signalled (invariant 6), and its lifeline stays open with the reaper:
+ * the host process still lives. */
 void maelys__execution_abandon(maelys_execution_t* e);
 void maelys__execution_abandon(maelys_execution_t* e) {
   unlink_orphan(e);
   if (!e->main_reaped && e->proc.watch_fd >= 0) {
-    int fd = fcntl(e->proc.watch_fd, F_DUPFD_CLOEXEC, 0);
+    reaper_t* r = calloc(1, sizeof *r);
+    int fd = r ? fcntl(e->proc.watch_fd, F_DUPFD_CLOEXEC, 0) : -1;
     if (fd >= 0) {
       /* libuv made the pidfd non-blocking; a blocking waitid needs it back. */
       fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      r->proc = (maelys__proc_t){e->proc.pid, fd};
+      r->lifeline_fd = e->lifeline_fd;
+      r->cgroup = e->cgroup;
       pthread_attr_t attr;
       pthread_t thread;
       pthread_attr_init(&attr);
       pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
       pthread_attr_setstacksize(&attr, 64 * 1024);
-      if (pthread_create(&thread, &attr, reaper_main, (void*)(intptr_t)fd) != 0)
+      if (pthread_create(&thread, &attr, reaper_main, r) == 0) {
+        e->lifeline_fd = -1;
+        e->cgroup.dir_fd = e->cgroup.parent_fd = -1;
+        r = NULL;
+      } else {
         close(fd);
+      }
       pthread_attr_destroy(&attr);
     }
+    free(r);
   }
   e->main_reaped = true;
   e->receipt_pending = false;
@@ -1435,6 +1571,13 @@ void maelys_execution_release(maelys_execution_t* e) {
 }
 
 /* --------------------------------------------------------------- query */
+
+void maelys__execution_drop_lifeline(maelys_execution_t* e) {
+  if (e != NULL && e->lifeline_fd >= 0) {
+    close(e->lifeline_fd);
+    e->lifeline_fd = -1;
+  }
+}
 
 int maelys__execution_root_pid(const maelys_execution_t* e) {
   return e && e->root.pid > 0 ? e->root.pid : -1;

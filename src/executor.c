@@ -44,6 +44,7 @@ static void executor_free(maelys_executor_t* executor) {
   for (size_t i = 0; i < executor->backend_count; i++)
     free_entry(executor->backends[i]);
   free(executor->backends);
+  free(executor->memory_cgroup);
   free(executor);
 }
 

@@ -200,6 +200,7 @@ struct maelys_backend_launch {
   size_t extra_count, extra_capacity;
   bool credentials_set;
   uint32_t uid, gid;
+  int image_fd; /* -1: execute `path` */
 };
 
 void maelys__executor_launch_init(maelys_backend_launch_t* launch,
@@ -240,6 +241,7 @@ struct maelys_backend_options {
 
 typedef struct maelys_execution maelys__execution_t;
 typedef struct maelys__proc_ops maelys__proc_ops_t;
+typedef struct maelys__cgroup_parent maelys__cgroup_parent_t;
 
 struct maelys_executor {
   uv_loop_t* loop;
@@ -252,6 +254,8 @@ struct maelys_executor {
   maelys__execution_t* orphans;
   size_t unfinished; /* executions whose memory is not freed yet */
   bool destroyed;
+  /* Where per-execution memory cgroups go, found on first use. */
+  maelys__cgroup_parent_t* memory_cgroup;
 };
 
 const maelys__backend_entry_t*
@@ -282,6 +286,9 @@ char* maelys__executor_capability_list(uint64_t mask);
 typedef struct maelys__probe_run {
   const char* marker;
   uint64_t timeout_ms;
+  /* Once the marker is seen, drop the execution's lifeline (as the host's
+   * death would) instead of stopping it by force. */
+  bool end_by_lifeline;
   /* results */
   bool spawned;
   char* spawn_error;
@@ -293,8 +300,9 @@ typedef struct maelys__probe_run {
   bool marker_seen;
   bool output_eof;
   bool timed_out;
-  /* Host view of the tree root while the marker was current: its real uid
-   * and whether it held any capability (-1 when unknown). */
+  /* Host view of the sandbox's pid 1 (the launched image's grandchild:
+   * launcher, bwrap, init) while the marker was current: its real uid and
+   * whether it held any capability (-1 when unknown). */
   long root_uid;
   int root_has_caps;
 } maelys__probe_run_t;
@@ -316,6 +324,10 @@ void maelys__executor_probe_run_dispose(maelys__probe_run_t* run);
 /* The host pid of an execution's tree root, or -1. */
 int maelys__execution_root_pid(const maelys_execution_t* execution);
 
+/* Closes the host's end of the execution's lifeline now, as the host's death
+ * would (the probes prove with it that nothing outlives the host). */
+void maelys__execution_drop_lifeline(maelys_execution_t* execution);
+
 /* ----------------------------------------------------------- receipt */
 
 typedef struct maelys__receipt_input {
@@ -334,6 +346,11 @@ typedef struct maelys__receipt_input {
   maelys_execution_stop_result_t stop_result;
   double user_seconds, system_seconds;
   int64_t max_rss_kib;
+  /* The plan's ceilings and per-process limits, and what was observed. */
+  const maelys_executor_plan_t* plan;
+  int64_t memory_peak_bytes; /* -1: not measured */
+  bool identity_set;
+  uint32_t identity_uid, identity_gid;
 } maelys__receipt_input_t;
 
 /* The receipt document (JSON text). NULL on allocation failure. */

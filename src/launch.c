@@ -10,6 +10,7 @@ void maelys__executor_launch_init(maelys_backend_launch_t* launch,
                                   int payload_fd_limit) {
   memset(launch, 0, sizeof *launch);
   launch->payload_fd_limit = payload_fd_limit;
+  launch->image_fd = -1;
 }
 
 static void free_vector(char** v) {
@@ -29,7 +30,10 @@ void maelys__executor_launch_dispose(maelys_backend_launch_t* launch) {
     if (launch->extra_fds[i] >= 0)
       close(launch->extra_fds[i]);
   free(launch->extra_fds);
+  if (launch->image_fd >= 0)
+    close(launch->image_fd);
   memset(launch, 0, sizeof *launch);
+  launch->image_fd = -1;
 }
 
 static char** copy_vector(const char* const* v, bool* failed) {
@@ -82,6 +86,32 @@ maelys_backend_launch_set_image(maelys_backend_launch_t* launch,
   return MAELYS_EXECUTOR_OK;
 }
 
+maelys_executor_result_t
+maelys_backend_launch_set_image_fd(maelys_backend_launch_t* launch, int* fd,
+                                   char** out_error) {
+  int taken = -1;
+  if (fd != NULL) {
+    taken = *fd;
+    *fd = -1;
+  }
+  if (out_error != NULL && *out_error != NULL) {
+    if (taken >= 0)
+      close(taken);
+    return MAELYS_EXECUTOR_ERR_ARGUMENT;
+  }
+  if (launch == NULL || taken < 0) {
+    if (taken >= 0)
+      close(taken);
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                 "set_image_fd needs a launch and a "
+                                 "descriptor");
+  }
+  if (launch->image_fd >= 0)
+    close(launch->image_fd);
+  launch->image_fd = taken;
+  return MAELYS_EXECUTOR_OK;
+}
+
 void maelys_backend_launch_set_flags(maelys_backend_launch_t* launch,
                                      unsigned flags) {
   if (launch != NULL)
@@ -106,6 +136,7 @@ maelys_backend_launch_map_fd(maelys_backend_launch_t* launch, int child_fd,
                                    value);
     break;
   case MAELYS_BACKEND_FD_STATUS:
+  case MAELYS_BACKEND_FD_LIFELINE:
     break;
   case MAELYS_BACKEND_FD_EXTRA:
     if (value < 0 || (size_t)value >= launch->extra_count)

@@ -3,6 +3,7 @@
  * (prepare, the core's spawn, its stop) proves what it advertises, on a
  * private loop so that the host's loop is never touched.
  */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,8 +40,45 @@ static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) {
   *buf = uv_buf_init(ctx->buffer, sizeof ctx->buffer);
 }
 
+/* The first child of `pid` found in /proc, or -1 (registration only: a scan
+ * of /proc is fine here, and needs no CONFIG_PROC_CHILDREN). */
+static int first_child(int pid) {
+  DIR* d = opendir("/proc");
+  if (d == NULL)
+    return -1;
+  int found = -1;
+  struct dirent* e;
+  while (found < 0 && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9')
+      continue;
+    char path[300], text[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    FILE* f = fopen(path, "re");
+    if (f == NULL)
+      continue;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    const char* close_paren = strrchr(text, ')');
+    int ppid = 0;
+    char state;
+    if (close_paren != NULL &&
+        sscanf(close_paren + 1, " %c %d", &state, &ppid) == 2 && ppid == pid)
+      found = atoi(e->d_name);
+  }
+  closedir(d);
+  return found;
+}
+
 static void read_root_identity(probe_ctx_t* ctx) {
   int pid = maelys__execution_root_pid(ctx->execution);
+  if (pid <= 0) {
+    /* A launcher that is pid 1 of its own namespace: its child is bwrap's
+     * monitor, whose child is the sandbox's pid 1. */
+    pid = maelys_execution_pid(ctx->execution);
+    for (int depth = 0; pid > 0 && depth < 2; depth++)
+      pid = first_child(pid);
+  }
   if (pid <= 0)
     return;
   char path[64];
@@ -98,8 +136,11 @@ static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
     run->marker_seen = true;
     read_root_identity(ctx);
     ctx->stopping = true;
-    maelys_execution_stop(ctx->execution, MAELYS_EXEC_STOP_FORCED, on_stopped,
-                          NULL, NULL);
+    if (run->end_by_lifeline)
+      maelys__execution_drop_lifeline(ctx->execution);
+    else
+      maelys_execution_stop(ctx->execution, MAELYS_EXEC_STOP_FORCED, on_stopped,
+                            NULL, NULL);
     uv_timer_start(&ctx->timer, on_timeout, TREE_DEADLINE_MS, 0);
   }
 }

@@ -79,6 +79,8 @@ enum step {
   STEP_SETRESGID,
   STEP_SETRESUID,
   STEP_PDEATHSIG,
+  STEP_USERNS_MAP,
+  STEP_CGROUP,
   STEP_EXECVE
 };
 
@@ -104,6 +106,10 @@ static const char* step_name(int step) {
     return "setresuid";
   case STEP_PDEATHSIG:
     return "set parent-death signal";
+  case STEP_USERNS_MAP:
+    return "map the launcher's user namespace";
+  case STEP_CGROUP:
+    return "join the execution's cgroup";
   case STEP_EXECVE:
     return "execve";
   }
@@ -179,6 +185,37 @@ CHILD_CODE static void child_fds(child_ctx_t* ctx) {
   }
 }
 
+/* Writes `text` to /proc/self/NAME (a raw open/write/close: this child shares
+ * its parent's memory and must not enter libc). */
+CHILD_CODE static int write_self(const char* name, const char* text,
+                                 size_t len) {
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, name, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  long n = syscall(SYS_write, fd, text, len);
+  syscall(SYS_close, fd);
+  return n == (long)len ? 0 : -1;
+}
+
+/* "ID ID 1": the single identity mapping a process may write for itself in
+ * a user namespace it created, without any capability. */
+CHILD_CODE static size_t identity_map(char* out, unsigned id) {
+  char digits[12];
+  size_t n = 0, len = 0;
+  do {
+    digits[n++] = (char)('0' + id % 10);
+    id /= 10;
+  } while (id != 0);
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t i = 0; i < n; i++)
+      out[len++] = digits[n - 1 - i];
+    out[len++] = ' ';
+  }
+  out[len++] = '1';
+  out[len] = '\0';
+  return len;
+}
+
 CHILD_CODE static int child_main(void* arg) {
   child_ctx_t* ctx = arg;
   const maelys__proc_spec_t* spec = ctx->spec;
@@ -194,6 +231,25 @@ CHILD_CODE static int child_main(void* arg) {
     if (sig != SIGKILL && sig != SIGSTOP)
       sigaction(sig, &dfl, NULL);
 
+  if (spec->new_user_namespace) {
+    /* The child holds every capability of its new namespace but no mapped
+     * identity yet; it maps its own before it does anything else. */
+    char map[40];
+    size_t n = identity_map(map, (unsigned)spec->map_gid);
+    if (write_self("/proc/self/setgroups", "deny", 4) != 0 ||
+        write_self("/proc/self/gid_map", map, n) != 0)
+      child_fail(ctx, STEP_USERNS_MAP, errno, -1);
+    n = identity_map(map, (unsigned)spec->map_uid);
+    if (write_self("/proc/self/uid_map", map, n) != 0)
+      child_fail(ctx, STEP_USERNS_MAP, errno, -1);
+  }
+  if (spec->cgroup_fd >= 0) {
+    int fd = (int)syscall(SYS_openat, spec->cgroup_fd, "cgroup.procs",
+                          O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || syscall(SYS_write, fd, "0", 1) != 1)
+      child_fail(ctx, STEP_CGROUP, errno, -1);
+    syscall(SYS_close, fd);
+  }
   if (spec->new_process_group && syscall(SYS_setpgid, 0, 0) != 0)
     child_fail(ctx, STEP_SETPGID, errno, -1);
   child_fds(ctx);
@@ -228,7 +284,11 @@ CHILD_CODE static int child_main(void* arg) {
   }
   uint64_t empty = 0;
   syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty, NULL, sizeof empty);
-  syscall(SYS_execve, spec->path, spec->argv, spec->envp);
+  if (spec->image_fd >= 0)
+    syscall(SYS_execveat, spec->image_fd, "", spec->argv, spec->envp,
+            AT_EMPTY_PATH);
+  else
+    syscall(SYS_execve, spec->path, spec->argv, spec->envp);
   child_fail(ctx, STEP_EXECVE, errno, -1);
   return 127;
 }
@@ -261,15 +321,18 @@ int maelys__proc_spawn(const maelys__proc_spec_t* spec, maelys__proc_t* out,
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int pidfd = -1;
-  pid_t pid = clone(child_main, (char*)stack + CHILD_STACK_SIZE,
-                    CLONE_VM | CLONE_VFORK | CLONE_PIDFD, &ctx, &pidfd);
+  int ns_flags = (spec->new_pid_namespace ? CLONE_NEWPID : 0) |
+                 (spec->new_user_namespace ? CLONE_NEWUSER : 0);
+  pid_t pid =
+      clone(child_main, (char*)stack + CHILD_STACK_SIZE,
+            CLONE_VM | CLONE_VFORK | CLONE_PIDFD | ns_flags, &ctx, &pidfd);
   if (pid < 0 && errno == EINVAL) {
     /* A kernel (or an emulator such as valgrind) without CLONE_PIDFD: open
      * the pidfd afterwards. The child cannot be reaped in between, because
      * its exit signal is 0 and nothing but this code waits for it. */
     pidfd = -1;
     pid = clone(child_main, (char*)stack + CHILD_STACK_SIZE,
-                CLONE_VM | CLONE_VFORK, &ctx, NULL);
+                CLONE_VM | CLONE_VFORK | ns_flags, &ctx, NULL);
   }
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -278,7 +341,11 @@ int maelys__proc_spawn(const maelys__proc_spec_t* spec, maelys__proc_t* out,
   close(pipefd[1]);
   if (pid < 0) {
     close(pipefd[0]);
-    snprintf(error, error_size, "clone: %s", strerror(clone_errno));
+    snprintf(error, error_size, "clone%s: %s",
+             (ns_flags & CLONE_NEWUSER) ? " (new user and pid namespaces)"
+             : ns_flags                 ? " (new pid namespace)"
+                                        : "",
+             strerror(clone_errno));
     return -clone_errno;
   }
 
@@ -440,6 +507,18 @@ void maelys__proc_close(maelys__proc_t* proc) {
     close(proc->watch_fd);
   proc->watch_fd = -1;
   proc->pid = -1;
+}
+
+bool maelys__proc_host_root(void) {
+  if (geteuid() != 0)
+    return false;
+  FILE* f = fopen("/proc/self/uid_map", "re");
+  if (f == NULL)
+    return true;
+  unsigned long inside = 1, outside = 1, count = 0;
+  int n = fscanf(f, "%lu %lu %lu", &inside, &outside, &count);
+  fclose(f);
+  return n == 3 && inside == 0 && outside == 0 && count == 4294967295UL;
 }
 
 const maelys__proc_ops_t maelys__proc_default_ops = {maelys__proc_signal,

@@ -44,6 +44,20 @@ typedef struct maelys__proc_spec {
   bool set_credentials;
   uid_t uid;
   gid_t gid;
+  /* The image is pid 1 of a new pid namespace: when it dies, the kernel
+   * kills every other process of that namespace. Without CAP_SYS_ADMIN a
+   * new user namespace comes with it, mapping the caller's own uid and gid
+   * to themselves (the child writes the maps before it executes). */
+  bool new_pid_namespace;
+  bool new_user_namespace;
+  uid_t map_uid;
+  gid_t map_gid;
+  /* >= 0: execute this descriptor (execveat AT_EMPTY_PATH) instead of
+   * `path`, so a file swapped after it was checked changes nothing. */
+  int image_fd;
+  /* >= 0: a cgroup directory the child moves itself into before it
+   * executes, so that everything it starts is charged there. */
+  int cgroup_fd;
 } maelys__proc_spec_t;
 
 typedef struct maelys__proc {
@@ -79,6 +93,10 @@ int maelys__proc_reap_blocking(maelys__proc_t* proc);
 int maelys__proc_open_foreign(pid_t pid, maelys__proc_t* out);
 
 void maelys__proc_close(maelys__proc_t* proc);
+
+/* Whether this process is uid 0 of the initial user namespace (host root,
+ * which may create pid namespaces without a user namespace of its own). */
+bool maelys__proc_host_root(void);
 
 /* The signalling operations, as a table the executor calls through, so that
  * tests reach failure paths (a tree that outlives its forced kill) on

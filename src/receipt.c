@@ -83,6 +83,41 @@ static const char* stop_name(maelys_execution_stop_result_t r) {
   return "none";
 }
 
+/* The limits the plan applied: the sandbox-wide ceilings ("unbounded" where
+ * the plan sets none) and the per-process ones. */
+static json_t* limits_json(const maelys_executor_plan_t* plan) {
+  json_t* o = json_object();
+  if (o == NULL || plan == NULL)
+    return o ? o : json_null();
+  for (int i = 1; i < MAELYS__LIMIT_COUNT; i++) {
+    uint64_t v = 0;
+    const char* name = maelys__executor_limit_name((maelys_executor_limit_t)i);
+    if (maelys_executor_plan_limit_get(plan, (maelys_executor_limit_t)i, &v) ==
+        0)
+      json_object_set_new(o, name, json_integer((json_int_t)v));
+    else
+      json_object_set_new(o, name, json_string("unbounded"));
+  }
+  json_t* per = json_object();
+  for (int i = 1; per != NULL && i < MAELYS__RLIMIT_COUNT; i++) {
+    uint64_t soft, hard;
+    if (maelys_executor_plan_rlimit_get(plan, (maelys_executor_rlimit_t)i,
+                                        &soft, &hard) != 0)
+      continue;
+    json_object_set_new(per, maelys__executor_rlimit_names[i],
+                        json_pack("{s:o, s:o}", "soft",
+                                  soft == MAELYS_EXECUTOR_RLIMIT_INFINITY
+                                      ? json_string("unlimited")
+                                      : json_integer((json_int_t)soft),
+                                  "hard",
+                                  hard == MAELYS_EXECUTOR_RLIMIT_INFINITY
+                                      ? json_string("unlimited")
+                                      : json_integer((json_int_t)hard)));
+  }
+  json_object_set_new(o, "per_process", per ? per : json_null());
+  return o;
+}
+
 char* maelys__executor_receipt_render(const maelys__receipt_input_t* in) {
   char argv_digest[72];
   maelys__executor_argv_digest(in->executable, in->argv, argv_digest);
@@ -122,6 +157,9 @@ char* maelys__executor_receipt_render(const maelys__receipt_input_t* in) {
   json_t* usage = json_pack("{s:f, s:f, s:I}", "user_seconds", in->user_seconds,
                             "system_seconds", in->system_seconds, "max_rss_kib",
                             (json_int_t)in->max_rss_kib);
+  if (usage != NULL && in->memory_peak_bytes >= 0)
+    json_object_set_new(usage, "memory_peak_bytes",
+                        json_integer((json_int_t)in->memory_peak_bytes));
   json_object_set_new(doc, "format", json_string(RECEIPT_FORMAT));
   json_object_set_new(doc, "execution_id", json_string(in->execution_id));
   json_object_set_new(
@@ -140,6 +178,12 @@ char* maelys__executor_receipt_render(const maelys__receipt_input_t* in) {
   json_object_set_new(doc, "outcome", outcome ? outcome : json_null());
   json_object_set_new(doc, "stop", stop ? stop : json_null());
   json_object_set_new(doc, "resource_usage", usage ? usage : json_null());
+  json_object_set_new(doc, "limits", limits_json(in->plan));
+  if (in->identity_set)
+    json_object_set_new(doc, "identity",
+                        json_pack("{s:I, s:I}", "uid",
+                                  (json_int_t)in->identity_uid, "gid",
+                                  (json_int_t)in->identity_gid));
   char* text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
                                    JSON_REAL_PRECISION(6));
   json_decref(doc);

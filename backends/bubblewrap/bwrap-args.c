@@ -244,6 +244,30 @@ static maelys_executor_result_t bind_source(builder_t* b, const char* what,
                 "%s '%s' is refused: %s; bind a subdirectory instead", what,
                 source, why);
   }
+  /* Invariant 18: a writable bind never covers a program the backend
+   * executes (a build tree inside the workspace is a normal layout): the
+   * payload could replace what the next run executes. */
+  for (size_t i = 0; writable && i < b->env->protected_count; i++)
+    if (b->env->protected_ids[i].dev == info.dev &&
+        b->env->protected_ids[i].ino == info.ino) {
+      rs->close(rs->ctx, fd);
+      return fail(b->out_error, MAELYS_EXECUTOR_ERR_DENIED,
+                  "%s '%s' would be writable, but it is or contains a program "
+                  "the sandbox backend executes (bwrap or the helper): the "
+                  "payload could replace it for the next run (invariant 18)",
+                  what, source);
+    }
+  if (expect_kind == -1) {
+    /* The helper: exactly the file the backend checked. */
+    if ((b->env->helper_id.dev != 0 || b->env->helper_id.ino != 0) &&
+        (b->env->helper_id.dev != info.dev ||
+         b->env->helper_id.ino != info.ino)) {
+      rs->close(rs->ctx, fd);
+      return fail(b->out_error, MAELYS_EXECUTOR_ERR_DENIED,
+                  "the helper '%s' was replaced after it was checked", source);
+    }
+    expect_kind = MAELYS__BWRAP_FILE;
+  }
   if (expect_kind != 0 && (int)info.kind != expect_kind) {
     rs->close(rs->ctx, fd);
     return fail(b->out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
@@ -552,7 +576,7 @@ maelys__bwrap_lower(const maelys_executor_plan_t* plan,
     goto fail;
 
   res = bind_source(&b, "helper", env->helper_path, MAELYS__BWRAP_HELPER_DEST,
-                    false, MAELYS_EXECUTOR_MISSING_FAIL, MAELYS__BWRAP_FILE);
+                    false, MAELYS_EXECUTOR_MISSING_FAIL, -1);
   if (res != MAELYS_EXECUTOR_OK)
     goto fail;
 
@@ -589,6 +613,12 @@ maelys__bwrap_lower(const maelys_executor_plan_t* plan,
   for (size_t i = 0; i < env->keep_count; i++) {
     cmd(&b, "--keep-fd");
     cmdf(&b, "%d", env->keep_fds[i]);
+  }
+  uint64_t tasks = 0;
+  if (maelys_executor_plan_limit_get(plan, MAELYS_EXECUTOR_LIMIT_TASKS,
+                                     &tasks) == 0) {
+    cmd(&b, "--tasks");
+    cmdf(&b, "%llu", (unsigned long long)tasks);
   }
   for (int i = MAELYS_EXECUTOR_RLIMIT_CPU; i <= MAELYS_EXECUTOR_RLIMIT_MEMLOCK;
        i++) {

@@ -22,6 +22,14 @@ typedef enum maelys__bwrap_kind {
   MAELYS__BWRAP_OTHER = 3 /* socket, device, fifo */
 } maelys__bwrap_kind_t;
 
+/* A file's identity on the host. */
+typedef struct maelys__bwrap_devino {
+  uint64_t dev, ino;
+} maelys__bwrap_devino_t;
+
+/* The most path components a checked program's ancestry records. */
+#define MAELYS__BWRAP_CHAIN_MAX 64
+
 /* What the resolver learnt of a host path it opened. */
 typedef struct maelys__bwrap_source {
   maelys__bwrap_kind_t kind;
@@ -51,8 +59,14 @@ typedef struct maelys__bwrap_resolver {
 typedef struct maelys__bwrap_env {
   const maelys__bwrap_resolver_t* resolver;
   const char* helper_path; /* host path of the helper */
-  bool host_root;          /* stage binds and drop to the sandbox uid */
-  uint32_t sandbox_uid, sandbox_gid;
+  /* The helper the backend checked: the bind of helper_path must still be
+   * that file (0:0 skips the check, for tests that have no such file). */
+  maelys__bwrap_devino_t helper_id;
+  /* Files and directories a writable bind must never cover: the programs
+   * the backend executes and their ancestors (invariant 18). */
+  const maelys__bwrap_devino_t* protected_ids;
+  size_t protected_count;
+  bool host_root; /* stage binds for the sandbox's own identity */
   const char* staging_dir;
   bool disable_userns;
   /* Payload descriptors from 3 up that the helper keeps (protocol,

@@ -1,16 +1,21 @@
 /*
  * The bubblewrap backend: the glue around the pure lowering (bwrap-args.c)
- * and the seccomp filter (bwrap-seccomp.c). It locates bwrap and the helper,
- * proves its capabilities with real sandboxes at registration, and fills the
- * launch description: bwrap's arguments in a sealed memfd (--args), the BPF in
- * another (--seccomp), a status channel for bwrap's --json-status-fd, its
- * diagnostics and the helper's reports.
+ * and the seccomp filter (bwrap-seccomp.c). It checks bwrap and the helper
+ * it executes, proves its capabilities with real sandboxes at registration,
+ * and fills the launch description: the helper as the launcher (pid 1 of a
+ * pid namespace of its own, watching the host through the lifeline: nothing
+ * outlives an execution, invariant 22), bwrap's arguments in a sealed memfd
+ * (--args), the BPF in another (--seccomp), and a status channel for the
+ * launcher's, bwrap's and the sandbox's reports.
  *
  * Options: "bwrap" (path or name searched on PATH; default "bwrap"),
  * "helper" (path of maelys-executor-helper; default the installed one),
- * "staging_dir" (host uid 0 only; default /run/maelys-executor), "uid" and
- * "gid" (the unprivileged identity a uid-0 host runs payloads under; default
- * 65534:65534, "nobody", unless the request names one).
+ * "staging_dir" (host uid 0 only; default /run/maelys-executor) and
+ * "identity_range" (host uid 0 only: FIRST:COUNT, the host uids and gids
+ * from which each execution takes one that nothing else uses; default
+ * 1879048192:65536, i.e. 0x70000000, above the container ranges and never
+ * overlapping /etc/subuid, /etc/subgid, /etc/passwd or /etc/group, which is
+ * checked at registration).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -21,13 +26,16 @@
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -35,35 +43,41 @@
 
 #include "bwrap-internal.h"
 #include "internal.h"
+#include "proc.h"
 
 #ifndef MAELYS_EXECUTOR_HELPER_PATH
 #define MAELYS_EXECUTOR_HELPER_PATH                                            \
   "/usr/local/libexec/maelys-executor/maelys-executor-helper"
 #endif
-#ifndef SYS_openat2
-#define SYS_openat2 437
-#endif
 
-#define DEFAULT_SANDBOX_ID 65534
 #define DEFAULT_STAGING_DIR "/run/maelys-executor"
+#define DEFAULT_IDENTITY_FIRST 1879048192ULL /* 0x70000000 */
+#define DEFAULT_IDENTITY_COUNT 65536ULL
+#define IDENTITY_LOCK_FILE "identities.lock"
 #define PROBE_TIMEOUT_MS 10000
 
-typedef struct userns_entry {
-  uint32_t owner, group, uid, gid;
-  int fd;
-} userns_entry_t;
+/* A program the backend executes (bwrap, and the helper as root before it
+ * takes the sandbox identity): opened once, checked once (invariant 18),
+ * executed from that descriptor every time. */
+typedef struct program {
+  char* path;
+  int fd; /* O_PATH, or -1 */
+  /* The file and every ancestor directory: no writable bind may cover any
+   * of them. */
+  maelys__bwrap_devino_t chain[MAELYS__BWRAP_CHAIN_MAX];
+  size_t chain_len;
+  char* refused; /* why it cannot be trusted, or NULL */
+} program_t;
 
 typedef struct bwrap_state {
-  char* bwrap_path; /* NULL when not found */
-  char* bwrap_missing;
-  char* helper_path;
+  program_t bwrap;
+  char* bwrap_missing; /* bwrap was not found */
+  program_t helper;
   char* staging_dir;
-  uint32_t uid, gid;
+  unsigned long long identity_first, identity_count;
   bool host_root;
   unsigned char* bpf[2]; /* [0] network allowed, [1] network denied */
   size_t bpf_len[2];
-  userns_entry_t* userns;
-  size_t userns_count, userns_capacity;
 } bwrap_state_t;
 
 /* ------------------------------------------------------------- resolver */
@@ -195,53 +209,165 @@ static char* find_on_path(const char* name) {
   return NULL;
 }
 
-static int parse_id(const char* s, uint32_t* out) {
-  char* end;
-  errno = 0;
-  unsigned long v = strtoul(s, &end, 10);
-  if (errno || end == s || *end || v == 0 || v >= UINT32_MAX)
-    return -1;
-  *out = (uint32_t)v;
-  return 0;
+/* Who may own a program the backend executes, or a directory above it: root,
+ * or the host's own uid when it is not root (a program another user could
+ * replace is refused either way). */
+static bool trusted_owner(uid_t owner, bool host_root) {
+  return owner == 0 || (!host_root && owner == geteuid());
 }
 
-/* uid 0 of the initial user namespace is host root. uid 0 of a nested one
- * (a rootless container) is some other host uid, and has no privilege to
- * stage or drop: bwrap then runs as it is, like for any unprivileged uid. */
-static bool is_host_root(void) {
-  if (geteuid() != 0)
-    return false;
-  FILE* f = fopen("/proc/self/uid_map", "r");
-  if (f == NULL)
-    return true;
-  unsigned long inside = 1, outside = 1, count = 0;
-  int n = fscanf(f, "%lu %lu %lu", &inside, &outside, &count);
-  fclose(f);
-  return n == 3 && inside == 0 && outside == 0 && count == 4294967295UL;
+/* Opens `path` without following any symbolic link and checks it the way
+ * OpenSSH checks its configuration: a regular executable file, owned by a
+ * trusted uid, writable by nobody else, below directories owned by a trusted
+ * uid and writable by nobody else (a sticky directory such as /tmp excepted:
+ * nobody can rename what another user made in it). */
+static void open_program(const char* what, const char* path, bool host_root,
+                         program_t* p) {
+  p->fd = -1;
+  p->chain_len = 0;
+  p->path = strdup(path);
+  int fd = maelys__executor_open_nofollow(path);
+  struct stat st;
+  if (fd < 0) {
+    p->refused = maelys__executor_asprintf(
+        fd == -ELOOP ? "%s '%s' is or passes through a symbolic link: name "
+                       "the resolved path"
+                     : "%s '%s' cannot be opened: %s",
+        what, path, strerror(-fd));
+    return;
+  }
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111)) {
+    p->refused = maelys__executor_asprintf(
+        "%s '%s' is not an executable regular file", what, path);
+    close(fd);
+    return;
+  }
+  if (!trusted_owner(st.st_uid, host_root) ||
+      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    p->refused = maelys__executor_asprintf(
+        "%s '%s' is owned by uid %u with mode %04o: a program %s executes "
+        "must be owned by %s and writable by nobody else (invariant 18)",
+        what, path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+        host_root ? "root" : "this user",
+        host_root ? "root" : "root or this user");
+    close(fd);
+    return;
+  }
+  p->chain[p->chain_len++] =
+      (maelys__bwrap_devino_t){(uint64_t)st.st_dev, (uint64_t)st.st_ino};
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", path);
+  for (;;) {
+    char* slash = strrchr(dir, '/');
+    if (slash == NULL)
+      break;
+    if (slash == dir)
+      slash[1] = '\0';
+    else
+      *slash = '\0';
+    struct stat ds;
+    if (lstat(dir, &ds) != 0 || !S_ISDIR(ds.st_mode) ||
+        !trusted_owner(ds.st_uid, host_root) ||
+        ((ds.st_mode & (S_IWGRP | S_IWOTH)) != 0 &&
+         (ds.st_mode & S_ISVTX) == 0)) {
+      p->refused = maelys__executor_asprintf(
+          "%s '%s' lies in '%s', which another user could change (owner uid "
+          "%u, mode %04o): refused (invariant 18)",
+          what, path, dir, (unsigned)ds.st_uid, (unsigned)(ds.st_mode & 07777));
+      close(fd);
+      return;
+    }
+    if (p->chain_len < MAELYS__BWRAP_CHAIN_MAX)
+      p->chain[p->chain_len++] =
+          (maelys__bwrap_devino_t){(uint64_t)ds.st_dev, (uint64_t)ds.st_ino};
+    if (strcmp(dir, "/") == 0)
+      break;
+  }
+  p->fd = fd;
 }
 
-static void bwrap_destroy(void* p) {
-  bwrap_state_t* st = p;
+static void close_program(program_t* p) {
+  if (p->fd >= 0)
+    close(p->fd);
+  free(p->path);
+  free(p->refused);
+  memset(p, 0, sizeof *p);
+  p->fd = -1;
+}
+
+static void bwrap_destroy(void* ptr) {
+  bwrap_state_t* st = ptr;
   if (st == NULL)
     return;
-  free(st->bwrap_path);
+  close_program(&st->bwrap);
+  close_program(&st->helper);
   free(st->bwrap_missing);
-  free(st->helper_path);
   free(st->staging_dir);
   free(st->bpf[0]);
   free(st->bpf[1]);
-  for (size_t i = 0; i < st->userns_count; i++)
-    close(st->userns[i].fd);
-  free(st->userns);
   free(st);
+}
+
+static int parse_range(const char* s, unsigned long long* first,
+                       unsigned long long* count) {
+  char* end;
+  errno = 0;
+  *first = strtoull(s, &end, 10);
+  if (errno || end == s || *end != ':')
+    return -1;
+  const char* c = end + 1;
+  *count = strtoull(c, &end, 10);
+  if (errno || end == c || *end != '\0' || *first == 0 || *count == 0 ||
+      *first + *count > 0xfffffffeULL ||
+      (*first <= 65534 && 65534 < *first + *count))
+    return -1;
+  return 0;
+}
+
+/* The first entry of `file` whose ids overlap FIRST..FIRST+COUNT-1, as
+ * "file: line", or NULL. subuid/subgid lines are NAME:START:COUNT, passwd
+ * and group lines carry one id in their third field. */
+static char* range_conflict(const char* file, bool ranges,
+                            unsigned long long first,
+                            unsigned long long count) {
+  FILE* f = fopen(file, "re");
+  if (f == NULL)
+    return NULL;
+  char line[1024];
+  char* found = NULL;
+  while (found == NULL && fgets(line, sizeof line, f) != NULL) {
+    line[strcspn(line, "\n")] = '\0';
+    char copy[1024];
+    snprintf(copy, sizeof copy, "%s", line);
+    char* fields[4] = {NULL};
+    char* save = NULL;
+    char* t = strtok_r(copy, ":", &save);
+    for (int i = 0; i < 4 && t != NULL; i++, t = strtok_r(NULL, ":", &save))
+      fields[i] = t;
+    unsigned long long lo, n = 1;
+    if (ranges) {
+      if (fields[1] == NULL || fields[2] == NULL)
+        continue;
+      lo = strtoull(fields[1], NULL, 10);
+      n = strtoull(fields[2], NULL, 10);
+    } else {
+      if (fields[2] == NULL)
+        continue;
+      lo = strtoull(fields[2], NULL, 10);
+    }
+    if (lo < first + count && first < lo + n)
+      found = maelys__executor_asprintf("%s: %s", file, line);
+  }
+  fclose(f);
+  return found;
 }
 
 static maelys_executor_result_t
 bwrap_create(const maelys_backend_options_t* options, void** out_state,
              char** out_error) {
   *out_state = NULL;
-  static const char* const known[] = {"bwrap", "helper", "staging_dir", "uid",
-                                      "gid"};
+  static const char* const known[] = {"bwrap", "helper", "staging_dir",
+                                      "identity_range"};
   for (size_t i = 0; i < maelys_backend_options_count(options); i++) {
     const char* key = maelys_backend_options_key(options, i);
     bool ok = false;
@@ -250,136 +376,61 @@ bwrap_create(const maelys_backend_options_t* options, void** out_state,
     if (!ok)
       return maelys__executor_fail(
           out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
-          "bubblewrap: unknown option '%s' (bwrap, helper, staging_dir, uid, "
-          "gid)",
+          "bubblewrap: unknown option '%s' (bwrap, helper, staging_dir, "
+          "identity_range)",
           key);
   }
   bwrap_state_t* st = calloc(1, sizeof *st);
   if (st == NULL)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
                                  "out of memory");
-  st->host_root = is_host_root();
-  st->uid = st->gid = DEFAULT_SANDBOX_ID;
-  const char* v;
-  if ((v = maelys_backend_options_get(options, "uid")) != NULL &&
-      parse_id(v, &st->uid) != 0) {
+  st->bwrap.fd = st->helper.fd = -1;
+  st->host_root = maelys__proc_host_root();
+  st->identity_first = DEFAULT_IDENTITY_FIRST;
+  st->identity_count = DEFAULT_IDENTITY_COUNT;
+  const char* v = maelys_backend_options_get(options, "identity_range");
+  if (v != NULL && parse_range(v, &st->identity_first, &st->identity_count)) {
     bwrap_destroy(st);
-    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
-                                 "bubblewrap: uid '%s' is not a non-zero id",
-                                 v);
-  }
-  if ((v = maelys_backend_options_get(options, "gid")) != NULL &&
-      parse_id(v, &st->gid) != 0) {
-    bwrap_destroy(st);
-    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
-                                 "bubblewrap: gid '%s' is not a non-zero id",
-                                 v);
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+        "bubblewrap: identity_range '%s' is not FIRST:COUNT of non-zero host "
+        "ids below 4294967295, without 65534 (nobody)",
+        v);
   }
   const char* bwrap = maelys_backend_options_get(options, "bwrap");
   if (bwrap == NULL)
     bwrap = "bwrap";
-  st->bwrap_path = find_on_path(bwrap);
-  if (st->bwrap_path == NULL)
+  char* found = find_on_path(bwrap);
+  if (found == NULL)
     st->bwrap_missing = maelys__executor_asprintf(
         "bwrap was not found (%s%s): install bubblewrap (Debian: apt-get "
         "install bubblewrap) or set the backend's 'bwrap' option",
         bwrap[0] == '/' ? "not executable: " : "searched PATH for ", bwrap);
+  else
+    open_program("bwrap", found, st->host_root, &st->bwrap);
+  free(found);
   v = maelys_backend_options_get(options, "helper");
-  st->helper_path = strdup(v ? v : MAELYS_EXECUTOR_HELPER_PATH);
+  const char* helper = v ? v : MAELYS_EXECUTOR_HELPER_PATH;
   v = maelys_backend_options_get(options, "staging_dir");
   st->staging_dir = strdup(v ? v : DEFAULT_STAGING_DIR);
-  if (st->helper_path == NULL || st->staging_dir == NULL) {
+  if (st->staging_dir == NULL) {
     bwrap_destroy(st);
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
                                  "out of memory");
   }
-  if (!maelys__executor_path_is_clean(st->helper_path) ||
+  if (!maelys__executor_path_is_clean(helper) ||
       !maelys__executor_path_is_clean(st->staging_dir)) {
     maelys_executor_result_t r = maelys__executor_fail(
         out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
         "bubblewrap: helper '%s' and staging_dir '%s' must be clean absolute "
         "paths",
-        st->helper_path, st->staging_dir);
+        helper, st->staging_dir);
     bwrap_destroy(st);
     return r;
   }
+  open_program("the sandbox helper", helper, st->host_root, &st->helper);
   *out_state = st;
   return MAELYS_EXECUTOR_OK;
-}
-
-/* A user namespace mapping owner:group to uid:gid, whose descriptor gives an
- * idmapped mount its mapping. Created once per pair and kept: a child made in
- * that namespace (clone with CLONE_NEWUSER, exit signal 0 so no host SIGCHLD
- * handler sees it) only lives until its maps are written. */
-static int userns_for(bwrap_state_t* st, uint32_t owner, uint32_t group,
-                      uint32_t uid, uint32_t gid) {
-  for (size_t i = 0; i < st->userns_count; i++) {
-    userns_entry_t* u = &st->userns[i];
-    if (u->owner == owner && u->group == group && u->uid == uid &&
-        u->gid == gid)
-      return u->fd;
-  }
-  int sync[2];
-  if (pipe2(sync, O_CLOEXEC) != 0)
-    return -errno;
-  pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER, NULL, NULL, NULL, NULL);
-  if (pid == 0) {
-    char c;
-    close(sync[1]);
-    while (read(sync[0], &c, 1) < 0 && errno == EINTR)
-      ;
-    _exit(0);
-  }
-  int err = pid < 0 ? errno : 0;
-  close(sync[0]);
-  int fd = -1;
-  if (pid > 0) {
-    char path[64], map[64];
-    int n;
-    snprintf(path, sizeof path, "/proc/%d/uid_map", (int)pid);
-    n = snprintf(map, sizeof map, "%u %u 1\n", owner, uid);
-    int f = open(path, O_WRONLY | O_CLOEXEC);
-    if (f < 0 || write(f, map, (size_t)n) != n)
-      err = errno ? errno : EIO;
-    if (f >= 0)
-      close(f);
-    snprintf(path, sizeof path, "/proc/%d/setgroups", (int)pid);
-    f = open(path, O_WRONLY | O_CLOEXEC);
-    if (f >= 0) {
-      if (write(f, "deny", 4) != 4 && err == 0)
-        err = errno;
-      close(f);
-    }
-    snprintf(path, sizeof path, "/proc/%d/gid_map", (int)pid);
-    n = snprintf(map, sizeof map, "%u %u 1\n", group, gid);
-    f = open(path, O_WRONLY | O_CLOEXEC);
-    if (err == 0 && (f < 0 || write(f, map, (size_t)n) != n))
-      err = errno ? errno : EIO;
-    if (f >= 0)
-      close(f);
-    snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
-    if (err == 0 && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-      err = errno;
-  }
-  close(sync[1]);
-  if (pid > 0) {
-    siginfo_t info;
-    while (waitid(P_PID, (id_t)pid, &info, WEXITED | __WALL) != 0 &&
-           errno == EINTR)
-      ;
-  }
-  if (err != 0) {
-    if (fd >= 0)
-      close(fd);
-    return -err;
-  }
-  if (maelys__executor_reserve((void**)&st->userns, &st->userns_capacity,
-                               sizeof *st->userns, st->userns_count + 1)) {
-    close(fd);
-    return -ENOMEM;
-  }
-  st->userns[st->userns_count++] = (userns_entry_t){owner, group, uid, gid, fd};
-  return fd;
 }
 
 /* ------------------------------------------------------------- prepare */
@@ -423,16 +474,71 @@ static maelys_executor_result_t add_extra(maelys_backend_launch_t* launch,
   return r;
 }
 
+/* Why the backend cannot launch anything, or NULL. */
+static const char* unusable(const bwrap_state_t* st) {
+  if (st->bwrap_missing != NULL)
+    return st->bwrap_missing;
+  if (st->bwrap.refused != NULL)
+    return st->bwrap.refused;
+  return st->helper.refused;
+}
+
+/* The launcher's argv, built with the strings it owns. */
+typedef struct argv_builder {
+  char** argv;
+  size_t count, capacity;
+  char** owned;
+  size_t owned_count, owned_capacity;
+  bool oom;
+} argv_builder_t;
+
+static void push(argv_builder_t* a, const char* s) {
+  if (a->oom || maelys__executor_reserve((void**)&a->argv, &a->capacity,
+                                         sizeof *a->argv, a->count + 2)) {
+    a->oom = true;
+    return;
+  }
+  a->argv[a->count++] = (char*)s;
+  a->argv[a->count] = NULL;
+}
+
+static void pushf(argv_builder_t* a, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void pushf(argv_builder_t* a, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char* s = maelys__executor_vasprintf(fmt, ap);
+  va_end(ap);
+  if (s == NULL ||
+      maelys__executor_reserve((void**)&a->owned, &a->owned_capacity,
+                               sizeof *a->owned, a->owned_count + 1)) {
+    free(s);
+    a->oom = true;
+    return;
+  }
+  a->owned[a->owned_count++] = s;
+  push(a, s);
+}
+
+static void argv_dispose(argv_builder_t* a) {
+  for (size_t i = 0; i < a->owned_count; i++)
+    free(a->owned[i]);
+  free(a->owned);
+  free(a->argv);
+}
+
 static maelys_executor_result_t
 bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
               const maelys_execution_request_t* request,
               maelys_backend_launch_t* launch, char** out_error) {
   bwrap_state_t* st = state;
-  if (st->bwrap_path == NULL)
+  const char* why = unusable(st);
+  if (why != NULL)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_NOT_FOUND, "%s",
-                                 st->bwrap_missing);
-  uint32_t uid = st->uid, gid = st->gid;
-  maelys_execution_request_identity(request, &uid, &gid);
+                                 why);
+  uint32_t fixed_uid = 0, fixed_gid = 0;
+  bool fixed =
+      maelys_execution_request_identity(request, &fixed_uid, &fixed_gid) == 0;
 
   int limit = maelys_backend_launch_payload_fd_limit(launch);
   int keep[64];
@@ -440,26 +546,39 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
   for (int fd = 3; fd < limit && keep_count < 64; fd++)
     if (maelys_backend_launch_payload_fd_present(launch, fd))
       keep[keep_count++] = fd;
-  /* The launched bwrap's descriptors: the payload layout with fd 2 replaced
-   * by the status channel (bwrap's own diagnostics), then, from the limit
-   * up: the payload's real stderr, the helper's status channel, the args,
-   * the BPF, bwrap's json status, and the lowering's extra descriptors. */
+  maelys__bwrap_devino_t protected_ids[2 * MAELYS__BWRAP_CHAIN_MAX];
+  size_t protected_count = 0;
+  for (size_t i = 0; i < st->bwrap.chain_len; i++)
+    protected_ids[protected_count++] = st->bwrap.chain[i];
+  for (size_t i = 0; i < st->helper.chain_len; i++)
+    protected_ids[protected_count++] = st->helper.chain[i];
+  /* The launcher's descriptors, which it hands on to bwrap: the payload
+   * layout with fd 2 replaced by the status channel (diagnostics of the
+   * launcher and of bwrap), then, from the limit up: the payload's real
+   * stderr, the sandbox init's status channel, the args, the BPF, bwrap's
+   * JSON status (a pipe the launcher makes), the lifeline and bwrap itself
+   * (both the launcher's alone), and the lowering's extra descriptors. */
+  const int stderr_fd = limit, status_fd = limit + 1, args_fd = limit + 2,
+            seccomp_fd = limit + 3, json_fd = limit + 4,
+            lifeline_fd = limit + 5, exec_fd = limit + 6,
+            first_extra_fd = limit + 7;
   maelys__bwrap_env_t env = {
       .resolver = &real_resolver,
-      .helper_path = st->helper_path,
+      .helper_path = st->helper.path,
+      .helper_id = st->helper.chain[0],
+      .protected_ids = protected_ids,
+      .protected_count = protected_count,
       .host_root = st->host_root,
-      .sandbox_uid = uid,
-      .sandbox_gid = gid,
       .staging_dir = st->staging_dir,
       .disable_userns = (proved & MAELYS_BACKEND_CAP_DISABLE_USERNS) != 0,
       .payload_fd_limit = limit,
       .keep_fds = keep,
       .keep_count = keep_count,
-      .stderr_fd = limit,
-      .status_fd = limit + 1,
-      .seccomp_fd = limit + 3,
-      .json_status_fd = limit + 4,
-      .first_extra_fd = limit + 5,
+      .stderr_fd = stderr_fd,
+      .status_fd = status_fd,
+      .seccomp_fd = seccomp_fd,
+      .json_status_fd = json_fd,
+      .first_extra_fd = first_extra_fd,
   };
   maelys__bwrap_lowered_t low;
   maelys_executor_result_t r =
@@ -467,15 +586,16 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
   if (r != MAELYS_EXECUTOR_OK)
     return r;
 
+  argv_builder_t a;
+  memset(&a, 0, sizeof a);
+  char* blob = NULL;
+  int fd;
   /* The --args memfd: every argument, NUL-terminated. */
   size_t total = 0;
   for (size_t i = 0; i < low.argc; i++)
     total += strlen(low.args[i]) + 1;
-  char* blob = malloc(total + 1);
-  char** argv = calloc(1, sizeof *argv);
-  char args_fd[16];
-  int fd;
-  if (blob == NULL || argv == NULL) {
+  blob = malloc(total + 1);
+  if (blob == NULL) {
     r = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
                               "out of memory");
     goto out;
@@ -493,7 +613,7 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
                               strerror(-fd));
     goto out;
   }
-  if ((r = add_extra(launch, fd, limit + 2, out_error)) != MAELYS_EXECUTOR_OK)
+  if ((r = add_extra(launch, fd, args_fd, out_error)) != MAELYS_EXECUTOR_OK)
     goto out;
   bool deny_net =
       maelys_executor_plan_network(plan) != MAELYS_EXECUTOR_NETWORK_INHERIT;
@@ -503,8 +623,17 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
                               "creating the seccomp memfd: %s", strerror(-fd));
     goto out;
   }
-  if ((r = add_extra(launch, fd, limit + 3, out_error)) != MAELYS_EXECUTOR_OK)
+  if ((r = add_extra(launch, fd, seccomp_fd, out_error)) != MAELYS_EXECUTOR_OK)
     goto out;
+  fd = fcntl(st->bwrap.fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0 ||
+      (r = add_extra(launch, fd, exec_fd, out_error)) != MAELYS_EXECUTOR_OK) {
+    if (fd < 0)
+      r = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                "duplicating bwrap's descriptor: %s",
+                                strerror(errno));
+    goto out;
+  }
   for (size_t i = 0; i < low.fd_count; i++) {
     fd = low.fds[i];
     low.fds[i] = -1;
@@ -513,7 +642,7 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
                                 "creating a deny overlay: %s", strerror(-fd));
       goto out;
     }
-    if ((r = add_extra(launch, fd, env.first_extra_fd + (int)i, out_error)) !=
+    if ((r = add_extra(launch, fd, first_extra_fd + (int)i, out_error)) !=
         MAELYS_EXECUTOR_OK)
       goto out;
   }
@@ -526,99 +655,87 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
                                        out_error);
   }
   if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_backend_launch_map_fd(launch, limit, MAELYS_BACKEND_FD_PAYLOAD,
-                                     2, out_error);
+    r = maelys_backend_launch_map_fd(launch, stderr_fd,
+                                     MAELYS_BACKEND_FD_PAYLOAD, 2, out_error);
   if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_backend_launch_map_fd(launch, limit + 1,
+    r = maelys_backend_launch_map_fd(launch, status_fd,
                                      MAELYS_BACKEND_FD_STATUS, 0, out_error);
   if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_backend_launch_map_fd(launch, limit + 4,
-                                     MAELYS_BACKEND_FD_STATUS, 0, out_error);
+    r = maelys_backend_launch_map_fd(launch, lifeline_fd,
+                                     MAELYS_BACKEND_FD_LIFELINE, 0, out_error);
   if (r != MAELYS_EXECUTOR_OK)
     goto out;
 
-  /* argv of the launched image: bwrap reading its arguments from the memfd;
-   * for a uid-0 host, the helper's stage step first, which stages the binds
-   * and drops to the sandbox identity before it executes bwrap (never host
-   * root inside). */
-  size_t cap = low.command_argc + 16 + 8 * low.stage_count;
-  char** stage_strings = calloc(7 * low.stage_count + 8, sizeof *stage_strings);
-  size_t strings = 0;
-  free(argv);
-  argv = calloc(cap, sizeof *argv);
-  if (argv == NULL || stage_strings == NULL) {
-    free(stage_strings);
+  /* The launcher: pid 1 of the execution's own pid namespace, then bwrap.
+   * As root it first takes the sandbox's own host identity and stages the
+   * binds that identity could not reach (never host root inside). */
+  push(&a, "maelys-launch");
+  push(&a, "launch");
+  push(&a, "--lifeline-fd");
+  pushf(&a, "%d", lifeline_fd);
+  push(&a, "--json-fd");
+  pushf(&a, "%d", json_fd);
+  push(&a, "--exec-fd");
+  pushf(&a, "%d", exec_fd);
+  if (st->host_root) {
+    if (fixed) {
+      push(&a, "--identity");
+      pushf(&a, "%u:%u", fixed_uid, fixed_gid);
+    } else {
+      push(&a, "--identity-range");
+      pushf(&a, "%llu:%llu", st->identity_first, st->identity_count);
+    }
+    push(&a, "--identity-lock");
+    pushf(&a, "%s/" IDENTITY_LOCK_FILE, st->staging_dir);
+    if (low.stage_count > 0) {
+      push(&a, "--staging-dir");
+      push(&a, st->staging_dir);
+    }
+    for (size_t i = 0; i < low.stage_count; i++) {
+      const maelys__bwrap_stage_t* sg = &low.stages[i];
+      push(&a, "--stage");
+      pushf(&a, "%zu", i);
+      push(&a, sg->source);
+      pushf(&a, "%llu", (unsigned long long)sg->dev);
+      pushf(&a, "%llu", (unsigned long long)sg->ino);
+      push(&a, sg->is_directory ? "d" : "f");
+    }
+  }
+  push(&a, "--");
+  push(&a, "bwrap");
+  push(&a, "--args");
+  pushf(&a, "%d", args_fd);
+  push(&a, "--");
+  for (size_t i = 0; i < low.command_argc; i++)
+    push(&a, low.command[i]);
+  if (a.oom) {
     r = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
                               "out of memory");
     goto out;
   }
-  size_t a = 0;
-  if (st->host_root) {
-    argv[a++] = st->helper_path;
-    argv[a++] = "stage";
-    argv[a++] = "--staging-dir";
-    argv[a++] = st->staging_dir;
-    argv[a++] = "--uid";
-    argv[a++] = stage_strings[strings++] = maelys__executor_asprintf("%u", uid);
-    argv[a++] = "--gid";
-    argv[a++] = stage_strings[strings++] = maelys__executor_asprintf("%u", gid);
-    for (size_t i = 0; i < low.stage_count && r == MAELYS_EXECUTOR_OK; i++) {
-      const maelys__bwrap_stage_t* sg = &low.stages[i];
-      int ns = userns_for(st, sg->owner, sg->group, uid, gid);
-      int dup = ns >= 0 ? fcntl(ns, F_DUPFD_CLOEXEC, 0) : -1;
-      if (ns < 0 || dup < 0) {
-        r = maelys__executor_fail(
-            out_error, MAELYS_EXECUTOR_ERR_IO,
-            "creating the idmapping %u:%u -> %u:%u for '%s': %s", sg->owner,
-            sg->group, uid, gid, sg->source, strerror(ns < 0 ? -ns : errno));
-        break;
-      }
-      int child = env.first_extra_fd + (int)low.fd_count + (int)i;
-      r = add_extra(launch, dup, child, out_error);
-      argv[a++] = "--stage";
-      argv[a++] = stage_strings[strings++] =
-          maelys__executor_asprintf("%zu", i);
-      argv[a++] = sg->source;
-      argv[a++] = stage_strings[strings++] =
-          maelys__executor_asprintf("%llu", (unsigned long long)sg->dev);
-      argv[a++] = stage_strings[strings++] =
-          maelys__executor_asprintf("%llu", (unsigned long long)sg->ino);
-      argv[a++] = sg->is_directory ? "d" : "f";
-      argv[a++] = stage_strings[strings++] =
-          maelys__executor_asprintf("%d", child);
-    }
-    argv[a++] = "--";
-    argv[a++] = st->bwrap_path;
+  r = maelys_backend_launch_set_image(
+      launch, st->helper.path, (const char* const*)a.argv, NULL, out_error);
+  if (r != MAELYS_EXECUTOR_OK)
+    goto out;
+  fd = fcntl(st->helper.fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) {
+    r = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                              "duplicating the helper's descriptor: %s",
+                              strerror(errno));
+    goto out;
   }
-  for (size_t i = 0; i < strings; i++)
-    if (stage_strings[i] == NULL && r == MAELYS_EXECUTOR_OK)
-      r = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
-                                "out of memory");
-  snprintf(args_fd, sizeof args_fd, "%d", limit + 2);
-  argv[a++] = "bwrap";
-  argv[a++] = "--args";
-  argv[a++] = args_fd;
-  argv[a++] = "--";
-  for (size_t i = 0; i < low.command_argc; i++)
-    argv[a++] = low.command[i];
-  argv[a] = NULL;
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_backend_launch_set_image(
-        launch, st->host_root ? st->helper_path : st->bwrap_path,
-        (const char* const*)argv, NULL, out_error);
-  for (size_t i = 0; i < strings; i++)
-    free(stage_strings[i]);
-  free(stage_strings);
+  r = maelys_backend_launch_set_image_fd(launch, &fd, out_error);
   if (r != MAELYS_EXECUTOR_OK)
     goto out;
   maelys_backend_launch_set_flags(launch,
                                   MAELYS_BACKEND_LAUNCH_NO_CHDIR |
                                       MAELYS_BACKEND_LAUNCH_NO_RLIMITS |
-                                      MAELYS_BACKEND_LAUNCH_DIE_WITH_PARENT |
-                                      MAELYS_BACKEND_LAUNCH_STATUS_CHANNEL);
+                                      MAELYS_BACKEND_LAUNCH_STATUS_CHANNEL |
+                                      MAELYS_BACKEND_LAUNCH_NEW_PID_NAMESPACE |
+                                      MAELYS_BACKEND_LAUNCH_MEMORY_CGROUP);
 out:
   free(blob);
-  free(argv);
+  argv_dispose(&a);
   maelys__bwrap_lowered_dispose(&low, &real_resolver, true);
   return r;
 }
@@ -629,10 +746,19 @@ static void bwrap_status_line(void* state, const char* line, size_t length,
                               maelys_backend_event_t* ev) {
   (void)state;
   static const char init[] = "maelys-init ";
+  static const char launch[] = "maelys-launch identity ";
   char buf[600];
   size_t n = length < sizeof buf - 1 ? length : sizeof buf - 1;
   memcpy(buf, line, n);
   buf[n] = '\0';
+  unsigned uid, gid;
+  if (strncmp(buf, launch, sizeof launch - 1) == 0 &&
+      sscanf(buf + sizeof launch - 1, "%u %u", &uid, &gid) == 2) {
+    ev->kind = MAELYS_BACKEND_EVENT_IDENTITY;
+    ev->uid = uid;
+    ev->gid = gid;
+    return;
+  }
   if (strncmp(buf, init, sizeof init - 1) == 0) {
     const char* rest = buf + sizeof init - 1;
     char step[32];
@@ -655,17 +781,6 @@ static void bwrap_status_line(void* state, const char* line, size_t length,
     }
     return;
   }
-  if (buf[0] == '{') {
-    /* bwrap's --json-status-fd documents: the sandbox's pid 1 comes first. */
-    json_t* doc = json_loads(buf, 0, NULL);
-    json_t* pid = json_object_get(doc, "child-pid");
-    if (json_is_integer(pid)) {
-      ev->kind = MAELYS_BACKEND_EVENT_TREE_ROOT;
-      ev->pid = (int)json_integer_value(pid);
-    }
-    json_decref(doc);
-    return;
-  }
   ev->kind = MAELYS_BACKEND_EVENT_DIAGNOSTIC;
   snprintf(ev->message, sizeof ev->message, "%.500s", buf);
 }
@@ -680,14 +795,97 @@ static bool has_line(const char* out, const char* line) {
   return false;
 }
 
+/* The probe's host directories. Each registration makes a private one under
+ * a parent where a later registration can sweep what a registration that
+ * died left behind (invariant 22: nothing stays): the directory holds a lock
+ * file its registration keeps locked while it runs. */
 typedef struct probe_dirs {
-  char root[64];
-  char rw[96], ro[96], ro_file[128], secret[128];
+  char root[PATH_MAX];
+  char rw[PATH_MAX + 8], ro[PATH_MAX + 8], ro_file[PATH_MAX + 16],
+      secret[PATH_MAX + 16];
+  int lock_fd;
 } probe_dirs_t;
 
-static int make_probe_dirs(probe_dirs_t* d) {
-  snprintf(d->root, sizeof d->root, "/tmp/maelys-probe-XXXXXX");
-  if (mkdtemp(d->root) == NULL)
+/* Removes everything below the directory `dir` (consumed), following no
+ * symbolic link. */
+static void remove_tree(int dir) {
+  DIR* d = fdopendir(dir);
+  if (d == NULL) {
+    close(dir);
+    return;
+  }
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+      continue;
+    int sub = openat(dirfd(d), e->d_name,
+                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub >= 0) {
+      remove_tree(sub);
+      unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+    }
+  }
+  closedir(d);
+}
+
+static void probe_prefix(char* out, size_t size) {
+  snprintf(out, size, "maelys-probe-%u-", (unsigned)geteuid());
+}
+
+/* Sweeps this user's probe directories whose registration is gone: their
+ * lock is free (or, for one that died before taking it, a minute old). */
+static void sweep_probe_dirs(const char* parent) {
+  char prefix[64];
+  probe_prefix(prefix, sizeof prefix);
+  DIR* d = opendir(parent);
+  if (d == NULL)
+    return;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+      continue;
+    int dir = openat(dirfd(d), e->d_name,
+                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (dir < 0)
+      continue;
+    if (fstat(dir, &st) != 0 || st.st_uid != geteuid()) {
+      close(dir);
+      continue;
+    }
+    int lock = openat(dir, ".lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    bool stale = lock >= 0 ? flock(lock, LOCK_EX | LOCK_NB) == 0
+                           : time(NULL) - st.st_mtime > 60;
+    if (lock >= 0)
+      close(lock);
+    if (!stale) {
+      close(dir);
+      continue;
+    }
+    remove_tree(dir);
+    unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+  }
+  closedir(d);
+}
+
+static int make_probe_dirs(const bwrap_state_t* st, probe_dirs_t* d) {
+  d->lock_fd = -1;
+  (void)st; /* the same parent for every user: the names carry the uid */
+  const char* parent = "/tmp";
+  sweep_probe_dirs(parent);
+  char prefix[64];
+  probe_prefix(prefix, sizeof prefix);
+  snprintf(d->root, sizeof d->root, "%s/%sXXXXXX", parent, prefix);
+  if (mkdtemp(d->root) == NULL) {
+    d->root[0] = '\0';
+    return -errno;
+  }
+  char lock[PATH_MAX + 8];
+  snprintf(lock, sizeof lock, "%s/.lock", d->root);
+  d->lock_fd = open(lock, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX) != 0)
     return -errno;
   snprintf(d->rw, sizeof d->rw, "%s/rw", d->root);
   snprintf(d->ro, sizeof d->ro, "%s/ro", d->root);
@@ -704,16 +902,32 @@ static int make_probe_dirs(probe_dirs_t* d) {
   return f < 0 || g < 0 ? -EIO : 0;
 }
 
-static void remove_probe_dirs(const probe_dirs_t* d) {
-  unlink(d->ro_file);
-  unlink(d->secret);
-  rmdir(d->rw);
-  rmdir(d->ro);
-  rmdir(d->root);
+static void remove_probe_dirs(probe_dirs_t* d) {
+  if (d->root[0] != '\0') {
+    int dir = open(d->root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir >= 0)
+      remove_tree(dir);
+    rmdir(d->root);
+  }
+  if (d->lock_fd >= 0)
+    close(d->lock_fd);
+  d->lock_fd = -1;
 }
 
+/* Run A's task ceiling, run C's memory ceiling and what run C allocates. */
+#define PROBE_TASKS 16
+#define PROBE_MEMORY_BYTES (UINT64_C(32) << 20)
+#define PROBE_ALLOC_MIB "128"
+
+typedef enum probe_kind {
+  PROBE_MAIN,
+  PROBE_EPHEMERAL,
+  PROBE_MEMORY
+} probe_kind_t;
+
 static maelys_executor_plan_t* probe_plan(const probe_dirs_t* d,
-                                          bool ephemeral) {
+                                          probe_kind_t kind) {
+  bool ephemeral = kind == PROBE_EPHEMERAL;
   maelys_executor_plan_t* p = NULL;
   if (maelys_executor_plan_create(&p, NULL) != MAELYS_EXECUTOR_OK)
     return NULL;
@@ -731,7 +945,15 @@ static maelys_executor_plan_t* probe_plan(const probe_dirs_t* d,
           MAELYS_EXECUTOR_OK &&
       maelys_executor_plan_set_process_tree_required(p, 1, NULL) ==
           MAELYS_EXECUTOR_OK;
-  if (ok && !ephemeral)
+  if (ok && kind == PROBE_MAIN)
+    ok =
+        maelys_executor_plan_set_limit(p, MAELYS_EXECUTOR_LIMIT_TASKS,
+                                       PROBE_TASKS, NULL) == MAELYS_EXECUTOR_OK;
+  if (ok && kind == PROBE_MEMORY)
+    ok = maelys_executor_plan_set_limit(p, MAELYS_EXECUTOR_LIMIT_MEMORY,
+                                        PROBE_MEMORY_BYTES,
+                                        NULL) == MAELYS_EXECUTOR_OK;
+  if (ok && kind == PROBE_MAIN)
     ok =
         maelys_executor_plan_add_rule(p, d->rw, MAELYS_EXECUTOR_ACCESS_WRITE,
                                       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY,
@@ -784,42 +1006,70 @@ static char* run_failure(const maelys__probe_run_t* run) {
       run->timed_out ? "timed out" : "no output");
 }
 
+/* Registration refuses everything, with `why`. */
+static void refuse_all(maelys_backend_probe_t* probe, const char* why) {
+  maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_ALL, why);
+  maelys_backend_probe_diagnostic(probe, why);
+}
+
+/* As root: the identity range must be no one else's (invariant 20). */
+static char* identity_range_conflict(const bwrap_state_t* st) {
+  static const struct {
+    const char* file;
+    bool ranges;
+  } files[] = {{"/etc/subuid", true},
+               {"/etc/subgid", true},
+               {"/etc/passwd", false},
+               {"/etc/group", false}};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char* c = range_conflict(files[i].file, files[i].ranges, st->identity_first,
+                             st->identity_count);
+    if (c != NULL) {
+      char* why = maelys__executor_asprintf(
+          "the identity range %llu:%llu overlaps %s, so a sandbox could share "
+          "a host identity with a user or a container: set the backend's "
+          "identity_range option to ids nothing else uses (invariant 20)",
+          st->identity_first, st->identity_count, c);
+      free(c);
+      return why;
+    }
+  }
+  return NULL;
+}
+
 static maelys_executor_result_t
 bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
   bwrap_state_t* st = state;
-  if (st->bwrap_path == NULL) {
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_ALL,
-                                 st->bwrap_missing);
-    maelys_backend_probe_diagnostic(probe, st->bwrap_missing);
-    return MAELYS_EXECUTOR_OK;
-  }
-  if (access(st->helper_path, X_OK) != 0) {
-    char* why = maelys__executor_asprintf(
-        "the sandbox helper '%s' is not executable (%s): install Maelys "
-        "Executor completely or set the backend's 'helper' option",
-        st->helper_path, strerror(errno));
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_ALL, why);
-    maelys_backend_probe_diagnostic(probe, why);
-    free(why);
+  const char* why_unusable = unusable(st);
+  if (why_unusable != NULL) {
+    refuse_all(probe, why_unusable);
     return MAELYS_EXECUTOR_OK;
   }
   for (int i = 0; i < 2; i++)
     if (maelys__bwrap_seccomp_build(i == 1, &st->bpf[i], &st->bpf_len[i],
                                     out_error) != 0)
       return MAELYS_EXECUTOR_ERR_UNSUPPORTED;
-  if (st->host_root && mkdir(st->staging_dir, 0755) != 0 && errno != EEXIST) {
-    char* why = maelys__executor_asprintf(
-        "the staging directory '%s' cannot be created (%s): as uid 0 the "
-        "backend stages the sandbox's binds there; set 'staging_dir'",
-        st->staging_dir, strerror(errno));
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_ALL, why);
-    maelys_backend_probe_diagnostic(probe, why);
-    free(why);
-    return MAELYS_EXECUTOR_OK;
+  if (st->host_root) {
+    char* conflict = identity_range_conflict(st);
+    if (conflict != NULL) {
+      refuse_all(probe, conflict);
+      free(conflict);
+      return MAELYS_EXECUTOR_OK;
+    }
+    if (mkdir(st->staging_dir, 0755) != 0 && errno != EEXIST) {
+      char* why = maelys__executor_asprintf(
+          "the staging directory '%s' cannot be created (%s): as uid 0 the "
+          "backend stages the sandbox's binds and keeps its identity locks "
+          "there; set 'staging_dir'",
+          st->staging_dir, strerror(errno));
+      refuse_all(probe, why);
+      free(why);
+      return MAELYS_EXECUTOR_OK;
+    }
   }
 
   probe_dirs_t dirs;
-  int dr = make_probe_dirs(&dirs);
+  int dr = make_probe_dirs(st, &dirs);
   if (dr != 0) {
     remove_probe_dirs(&dirs);
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
@@ -830,36 +1080,45 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
       "helper", "probe",      "identity", "seccomp",   "net",   "userns",
       "write",  "/",          "write",    dirs.rw,     "write", dirs.ro,
       "read",   dirs.ro_file, "read",     dirs.secret, "fill",  "/tmp",
-      "65536",  "tree",       NULL};
+      "65536",  "tasks",      "tree",     NULL};
   /* The same argv order matters below: "write" lines come as /, rw, ro and
    * "read" lines as the file, then the secret. Run B proves the
-   * ephemeral-write root; both run at once. */
+   * ephemeral-write root, run C the memory ceiling; all run at once. */
   const char* argv_b[] = {"helper", "probe", "write",  "/",
                           "fill",   "/",     "131072", NULL};
-  maelys_executor_plan_t* plans[2] = {probe_plan(&dirs, false),
-                                      probe_plan(&dirs, true)};
-  maelys_execution_request_t* reqs[2] = {probe_request(argv_a, false),
-                                         probe_request(argv_b, true)};
-  maelys__probe_run_t runs[2];
+  const char* argv_c[] = {"helper", "probe", "alloc", PROBE_ALLOC_MIB, NULL};
+  const char* const* argvs[3] = {argv_a, argv_b, argv_c};
+  maelys_executor_plan_t* plans[3] = {probe_plan(&dirs, PROBE_MAIN),
+                                      probe_plan(&dirs, PROBE_EPHEMERAL),
+                                      probe_plan(&dirs, PROBE_MEMORY)};
+  maelys_execution_request_t* reqs[3];
+  for (int i = 0; i < 3; i++)
+    reqs[i] = probe_request(argvs[i], i == 1);
+  maelys__probe_run_t runs[3];
   memset(runs, 0, sizeof runs);
   uint64_t assumed = MAELYS_BACKEND_CAP_ALL;
   char* failure = NULL;
   for (int attempt = 0; attempt < 2 && failure == NULL; attempt++) {
-    if (plans[0] == NULL || plans[1] == NULL || reqs[0] == NULL ||
-        reqs[1] == NULL) {
+    bool built = true;
+    for (int i = 0; i < 3; i++)
+      built = built && plans[i] != NULL && reqs[i] != NULL;
+    if (!built) {
       failure = maelys__executor_strdup("out of memory building the probe");
       break;
     }
+    /* Run A ends the way a host's death would: its lifeline is dropped once
+     * the double-forked descendant is in place, and everything must go. */
     runs[0].marker = "tree=ready";
-    runs[0].timeout_ms = PROBE_TIMEOUT_MS;
-    runs[1].timeout_ms = PROBE_TIMEOUT_MS;
-    maelys__executor_probe_runs(maelys_backend_bubblewrap(), st, assumed, 2,
+    runs[0].end_by_lifeline = true;
+    for (int i = 0; i < 3; i++)
+      runs[i].timeout_ms = PROBE_TIMEOUT_MS;
+    maelys__executor_probe_runs(maelys_backend_bubblewrap(), st, assumed, 3,
                                 (const maelys_executor_plan_t* const*)plans,
                                 reqs, runs);
     if (runs[0].marker_seen)
       break;
     char* why = run_failure(&runs[0]);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
       maelys__executor_probe_run_dispose(&runs[i]);
       maelys_execution_request_destroy(reqs[i]);
       reqs[i] = NULL;
@@ -874,10 +1133,10 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
     maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_DISABLE_USERNS, why);
     free(why);
     assumed &= ~MAELYS_BACKEND_CAP_DISABLE_USERNS;
-    reqs[0] = probe_request(argv_a, false);
-    reqs[1] = probe_request(argv_b, true);
+    for (int i = 0; i < 3; i++)
+      reqs[i] = probe_request(argvs[i], i == 1);
   }
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 3; i++) {
     maelys_executor_plan_destroy(plans[i]);
     maelys_execution_request_destroy(reqs[i]);
   }
@@ -894,7 +1153,8 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
     maelys_backend_probe_diagnostic(probe, why);
     free(why);
     free(failure);
-    maelys__executor_probe_run_dispose(&run);
+    for (int i = 0; i < 3; i++)
+      maelys__executor_probe_run_dispose(&runs[i]);
     remove_probe_dirs(&dirs);
     return MAELYS_EXECUTOR_OK;
   }
@@ -987,16 +1247,28 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
   else
     maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_TMPFS_SIZE,
                                  "a 64 KiB tmpfs accepted more than 64 KiB");
-  /* Invariant 8: after the forced stop, stdout reached end-of-file, so the
-   * descendant that double-forked into its own session, which held it, was
-   * gone too. */
+  /* Invariants 8 and 22: once the lifeline was dropped (as a host's death
+   * drops it), stdout reached end-of-file, so the descendant that
+   * double-forked into its own session, which held it, was gone too: the
+   * launcher's death ends the whole tree, and a forced stop is that death. */
   if (run.marker_seen && run.output_eof && !run.timed_out)
     proved |= MAELYS_BACKEND_CAP_PROCESS_TREE;
   else
     maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_PROCESS_TREE,
                                  "a double-forked, setsid() descendant "
-                                 "outlived the forced stop of the probe "
-                                 "sandbox");
+                                 "outlived the end of the probe sandbox's "
+                                 "launcher");
+  /* The task ceiling: forks stopped with EAGAIN below it. */
+  int forked = -1, fork_err = 0;
+  const char* tk = strstr(out, "tasks=");
+  if (tk != NULL)
+    sscanf(tk, "tasks=%d:%d", &forked, &fork_err);
+  if (forked >= 0 && forked < PROBE_TASKS && fork_err == EAGAIN)
+    proved |= MAELYS_BACKEND_CAP_LIMIT_TASKS;
+  else
+    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_LIMIT_TASKS,
+                                 "a probe sandbox with a ceiling of 16 tasks "
+                                 "forked past it");
   /* Namespaces, seccomp and the mounts are inherited by every descendant. */
   if ((proved & MAELYS_BACKEND_CAP_SECCOMP) &&
       (proved & MAELYS_BACKEND_CAP_PID_NAMESPACE))
@@ -1034,6 +1306,29 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
                     : run_failure(&run);
     maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_ROOT_EPHEMERAL_WRITE,
                                  why);
+    free(why);
+  }
+  maelys__executor_probe_run_dispose(&run);
+
+  /* The memory ceiling: the probe that touches 128 MiB under a 32 MiB
+   * ceiling is killed before it finishes. */
+  run = runs[2];
+  if (run.spawned && run.output != NULL &&
+      !has_line(run.output, "alloc=done:" PROBE_ALLOC_MIB) &&
+      run.status.outcome == MAELYS_EXEC_OUTCOME_SIGNALED &&
+      run.status.term_signal == SIGKILL)
+    proved |= MAELYS_BACKEND_CAP_LIMIT_MEMORY;
+  else {
+    char* why =
+        !run.spawned
+            ? maelys__executor_asprintf("memory: unbounded (%s)",
+                                        run.spawn_error ? run.spawn_error : "")
+        : run.output && has_line(run.output, "alloc=done:" PROBE_ALLOC_MIB)
+            ? maelys__executor_strdup(
+                  "a probe sandbox touched 128 MiB under a 32 MiB "
+                  "memory ceiling")
+            : run_failure(&run);
+    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_LIMIT_MEMORY, why);
     free(why);
   }
   maelys__executor_probe_run_dispose(&run);

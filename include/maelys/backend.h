@@ -18,7 +18,10 @@
 extern "C" {
 #endif
 
-#define MAELYS_BACKEND_ABI_VERSION 1
+/* ABI 2: the lifeline descriptor, pid-namespace launches, the execution's
+ * memory cgroup, images executed from a descriptor and the identity event;
+ * every addition is at the end of its enum, flag set or struct. */
+#define MAELYS_BACKEND_ABI_VERSION 2
 
 typedef struct maelys_backend_launch maelys_backend_launch_t;
 typedef struct maelys_backend_probe maelys_backend_probe_t;
@@ -45,7 +48,10 @@ typedef enum maelys_backend_event_kind {
   /* The payload could not be started: step, error_number, message. */
   MAELYS_BACKEND_EVENT_LAUNCH_FAILED = 4,
   /* A line of the launcher's own diagnostics; kept for a launch failure. */
-  MAELYS_BACKEND_EVENT_DIAGNOSTIC = 5
+  MAELYS_BACKEND_EVENT_DIAGNOSTIC = 5,
+  /* The host uid and gid the sandbox runs under (uid, gid); recorded in the
+   * receipt (ABI 2). */
+  MAELYS_BACKEND_EVENT_IDENTITY = 6
 } maelys_backend_event_kind_t;
 
 typedef struct maelys_backend_event {
@@ -56,6 +62,7 @@ typedef struct maelys_backend_event {
   int error_number;
   char step[32];
   char message[512];
+  uint32_t uid, gid; /* MAELYS_BACKEND_EVENT_IDENTITY (ABI 2) */
 } maelys_backend_event_t;
 
 /* --------------------------------------------------------------- vtable */
@@ -119,7 +126,13 @@ typedef enum maelys_backend_fd_source {
   MAELYS_BACKEND_FD_STATUS = 2,
   /* A descriptor given to the launch with maelys_backend_launch_add_fd;
    * `value` is the index that call returned. */
-  MAELYS_BACKEND_FD_EXTRA = 3
+  MAELYS_BACKEND_FD_EXTRA = 3,
+  /* The read end of the execution's lifeline: a pipe whose only write end
+   * the host process keeps (close-on-exec, never inherited) until it has
+   * reaped the launched image. End of file on it means that the host process
+   * is gone, however it died; a launcher that watches it can end everything
+   * it started (ABI 2). */
+  MAELYS_BACKEND_FD_LIFELINE = 4
 } maelys_backend_fd_source_t;
 
 /* Launch flags. */
@@ -131,6 +144,16 @@ typedef enum maelys_backend_fd_source {
 #define MAELYS_BACKEND_LAUNCH_DIE_WITH_PARENT (1u << 2)
 /* Create the status channel (see maelys_backend_event_kind_t). */
 #define MAELYS_BACKEND_LAUNCH_STATUS_CHANNEL (1u << 3)
+/* The launched image is pid 1 of a new pid namespace: when it dies, whatever
+ * killed it, the kernel kills every process of that namespace, nested
+ * namespaces included. A host without CAP_SYS_ADMIN gets a new user
+ * namespace with it that maps its own uid and gid to themselves (ABI 2). */
+#define MAELYS_BACKEND_LAUNCH_NEW_PID_NAMESPACE (1u << 4)
+/* When the plan sets a memory ceiling, the core creates a cgroup of the
+ * execution's own with that ceiling, starts the image in it, reports the
+ * peak in the receipt and removes the cgroup once the image was reaped; the
+ * spawn fails when no memory controller is writable here (ABI 2). */
+#define MAELYS_BACKEND_LAUNCH_MEMORY_CGROUP (1u << 5)
 
 /* The image the core executes: an absolute path, argv (NULL-terminated) and
  * envp (NULL-terminated; NULL for an empty environment); all copied. Without
@@ -142,6 +165,12 @@ MAELYS_EXECUTOR_API maelys_executor_result_t maelys_backend_launch_set_image(
 MAELYS_EXECUTOR_API void
 maelys_backend_launch_set_flags(maelys_backend_launch_t* launch,
                                 unsigned flags);
+
+/* Executes *fd (consumed; set to -1) with execveat(AT_EMPTY_PATH) instead of
+ * the image path, which then only names it in diagnostics: a file swapped
+ * after the backend checked the descriptor changes nothing (ABI 2). */
+MAELYS_EXECUTOR_API maelys_executor_result_t maelys_backend_launch_set_image_fd(
+    maelys_backend_launch_t* launch, int* fd, char** out_error);
 
 /* Installs a descriptor at `child_fd` of the launched image. Without any
  * mapping the payload layout is installed as it is. */

@@ -109,8 +109,6 @@ static int setup(void** state) {
       .resolver = &t->resolver,
       .helper_path = "/helper",
       .staging_dir = "/run/stage",
-      .sandbox_uid = 65534,
-      .sandbox_gid = 65534,
       .payload_fd_limit = 4,
       .stderr_fd = 4,
       .status_fd = 5,

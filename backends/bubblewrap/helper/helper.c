@@ -2,8 +2,9 @@
  * maelys-executor-helper: runs inside the bubblewrap sandbox.
  *
  *   helper init --status-fd S --stderr-fd E --limit L [--keep-fd N]...
- *               [--rlimit NAME:SOFT:HARD]... [--setenv NAME VALUE]...
- *               [--unsetenv NAME]... --exec PATH -- ARGV...
+ *               [--rlimit NAME:SOFT:HARD]... [--tasks N]
+ *               [--setenv NAME VALUE]... [--unsetenv NAME]...
+ *               --exec PATH -- ARGV...
  *
  * As the sandbox's pid 1 (bwrap --as-pid-1) it
  *   - forwards the graceful signals it receives from the host to every
@@ -11,28 +12,51 @@
  *     only receives signals it has a handler for;
  *   - starts the payload with the exact descriptor layout (the payload's
  *     stderr moved back from E to 2, every descriptor outside 0..L-1 and the
- *     kept ones closed) and the plan's rlimits, and with no capability;
+ *     kept ones closed), the plan's rlimits and its task ceiling (N, as
+ *     RLIMIT_NPROC: counted per user namespace since Linux 5.14, and this
+ *     sandbox's user namespace holds only this sandbox), with no capability;
+ *   - is not dumpable, so that nothing in the sandbox can reach its
+ *     descriptors (the status channel) through /proc or ptrace
+ *     (invariant 19);
  *   - reports on S, one line each: "maelys-init ready" once it can forward
  *     signals, "maelys-init launch-failed STEP ERRNO" if the payload cannot be
  *     executed, "maelys-init exit code N" / "maelys-init exit signal N";
  *   - reaps every orphan, and exits when the payload does, which makes the
  *     kernel kill whatever the payload left behind in the pid namespace.
  *
- *   helper stage --staging-dir DIR --uid UID --gid GID
- *                [--stage INDEX SOURCE DEV INO d|f USERNS_FD]...
- *                -- BWRAP ARGV...
+ *   helper launch --lifeline-fd F --json-fd J --exec-fd X
+ *                 [--identity UID:GID | --identity-range FIRST:COUNT]
+ *                 [--identity-lock PATH] [--staging-dir DIR]
+ *                 [--stage INDEX SOURCE DEV INO d|f]... -- BWRAP ARGV...
  *
- * For a host running as uid 0 (never host root inside, issue #3): in a
- * private mount namespace it mounts a small tmpfs on DIR and attaches there,
- * as DIR/INDEX, a clone of each SOURCE idmapped through USERNS_FD (which maps
- * the source's owner to the sandbox identity), after checking that SOURCE,
- * resolved again without following any symbolic link, is still the object
- * DEV:INO the backend saw. It then drops to UID:GID with no supplementary
- * group, re-arms the parent-death signal the identity change cleared, and
- * executes bwrap, which binds DIR/INDEX. Files written through such a mount
- * land on disk with the owner's ids; the host's mount table is untouched.
- * (bwrap 0.8's --bind-fd refuses a detached mount, hence the attached
- * staging paths; they are reached by path, so DIR must be searchable.)
+ * The launcher. The core starts it as pid 1 of a pid namespace of its own
+ * (in a user namespace of its own when the host is not root), so that when
+ * it dies, for whatever reason, the kernel kills every process it started:
+ * bwrap's monitor, the sandbox and everything in it (invariant 22). It dies
+ *   - when the host process is gone: F is the read end of a pipe whose only
+ *     write end the host process holds, so end-of-file on F means the host
+ *     died (or dropped the execution's lifeline) -- a process-wide signal,
+ *     unlike a parent-death signal, which fires when the host *thread* that
+ *     forked exits;
+ *   - when bwrap exits (with bwrap's status);
+ *   - when the host kills it (the forced stop: one SIGKILL ends the tree).
+ * It forwards the graceful signals it receives to the sandbox's pid 1 (whose
+ * pid in this namespace bwrap reports on its --json-status-fd, J), and
+ * executes bwrap from the descriptor X checked by the backend.
+ * For a host running as uid 0 (never host root inside, invariant 20) it
+ * first takes a host identity of the sandbox's own: UID:GID, or one of the
+ * range FIRST..FIRST+COUNT-1 that no other process uses (a lock byte per uid
+ * in PATH, held while this launcher lives, and the kernel's own count of the
+ * uid's processes, which covers sandboxes whose launcher just died). Then,
+ * in a private mount namespace, it mounts a small tmpfs on DIR and attaches
+ * there, as DIR/INDEX, a clone of each SOURCE idmapped so that the source's
+ * owner appears as that identity, after checking that SOURCE, resolved again
+ * without following any symbolic link, is still the object DEV:INO the
+ * backend saw; then it takes that identity itself, and bwrap, run under it,
+ * binds DIR/INDEX. Files
+ * written through such a mount land on disk with the owner's ids; the
+ * host's mount table is untouched. It reports "maelys-launch identity U G"
+ * on its stderr (the status channel).
  *
  *   helper probe CHECK...
  *
@@ -57,15 +81,20 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <grp.h>
+#include <stdint.h>
+#include <time.h>
 
 #include <cap-ng.h>
+#include <jansson.h>
 #include <linux/mount.h>
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -222,7 +251,11 @@ static int init_main(int argc, char** argv) {
   rlimit_arg_t limits[16];
   size_t limit_count = 0;
   const char* exec_path = NULL;
+  int tasks = 0;
   int i = 2;
+  /* Before anything of the sandbox can look: /proc/1/fd and ptrace need a
+   * dumpable target, and this process holds the status channel. */
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   for (; i < argc; i++) {
     const char* a = argv[i];
     if (strcmp(a, "--") == 0) {
@@ -245,6 +278,9 @@ static int init_main(int argc, char** argv) {
         goto usage;
     } else if (strcmp(a, "--rlimit") == 0) {
       if (limit_count >= 16 || parse_rlimit(argv[++i], &limits[limit_count++]))
+        goto usage;
+    } else if (strcmp(a, "--tasks") == 0) {
+      if (parse_int(argv[++i], &tasks) != 0 || tasks < 1)
         goto usage;
     } else if (strcmp(a, "--setenv") == 0) {
       if (i + 2 >= argc || setenv(argv[i + 1], argv[i + 2], 1) != 0)
@@ -339,6 +375,18 @@ static int init_main(int argc, char** argv) {
         step = STEP_RLIMIT;
         err = errno;
       }
+    /* The sandbox-wide task ceiling: the user namespace is the sandbox's
+     * own, so its count of this uid's tasks is the sandbox's (this init
+     * included). A lower plan rlimit for nproc, set above, still wins. */
+    struct rlimit nproc;
+    if (step == 0 && tasks > 0 && getrlimit(RLIMIT_NPROC, &nproc) == 0 &&
+        (nproc.rlim_max == RLIM_INFINITY || nproc.rlim_max > (rlim_t)tasks)) {
+      nproc.rlim_cur = nproc.rlim_max = (rlim_t)tasks;
+      if (setrlimit(RLIMIT_NPROC, &nproc) != 0) {
+        step = STEP_RLIMIT;
+        err = errno;
+      }
+    }
     /* bwrap --cap-drop ALL already left none; checked again here with
      * libcap-ng, and cleared if any survived, before the payload runs. */
     if (step == 0) {
@@ -414,12 +462,12 @@ usage:
   return 127;
 }
 
-/* ----------------------------------------------------------------- stage */
+/* ---------------------------------------------------------------- launch */
 
-static int stage_fail(const char* step, const char* what, int err) {
+static int launch_fail(const char* step, const char* what, int err) {
   /* stderr is the launch's status channel: this line becomes the launch
    * error the host reports. */
-  fprintf(stderr, "maelys-stage: %s%s%s: %s\n", step, what ? " " : "",
+  fprintf(stderr, "maelys-launch: %s%s%s: %s\n", step, what ? " " : "",
           what ? what : "", strerror(err));
   return 127;
 }
@@ -431,121 +479,491 @@ static int parse_u64(const char* s, unsigned long long* out) {
   return errno != 0 || end == s || *end != '\0' ? -1 : 0;
 }
 
-static int stage_main(int argc, char** argv) {
-  const char* dir = NULL;
-  int uid = -1, gid = -1;
-  pid_t parent = getppid();
+static int parse_pair(const char* s, unsigned long long* a,
+                      unsigned long long* b) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%s", s);
+  char* colon = strchr(buf, ':');
+  if (colon == NULL)
+    return -1;
+  *colon = '\0';
+  return parse_u64(buf, a) || parse_u64(colon + 1, b) ? -1 : 0;
+}
+
+/* Whether any process of uid runs anywhere on the host (in any pid or user
+ * namespace): the kernel counts a uid's tasks across user namespaces, and a
+ * set*uid() that takes a uid already at its RLIMIT_NPROC makes the next
+ * execve fail with EAGAIN. With the limit at 0, "at the limit" means "one
+ * other task". This sees what a lock cannot: the processes of a sandbox
+ * whose launcher died a moment ago and that the kernel is still killing. */
+static int identity_in_use(uid_t uid, gid_t gid) {
+  pid_t pid = fork();
+  if (pid < 0)
+    return -errno;
+  if (pid == 0) {
+    struct rlimit none = {0, 0};
+    char* empty[] = {NULL};
+    if (setrlimit(RLIMIT_NPROC, &none) != 0 ||
+        syscall(SYS_setresgid, gid, gid, gid) != 0 ||
+        syscall(SYS_setresuid, uid, uid, uid) != 0)
+      _exit(3);
+    syscall(SYS_execveat, -1, "", empty, empty, AT_EMPTY_PATH);
+    _exit(errno == EAGAIN ? 1 : errno == EBADF ? 0 : 3);
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR)
+      return -errno;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) > 1)
+    return -EIO;
+  return WEXITSTATUS(status);
+}
+
+/* Takes a host identity no other process holds: the lock byte of each uid
+ * (offset uid in the lock file, an OFD lock held by this process until it
+ * exits), then the kernel's count of the uid's processes. */
+static int take_identity(int lock_fd, unsigned long long first,
+                         unsigned long long count, uid_t* uid, gid_t* gid) {
+  unsigned long long start = 0;
+  if (count > 1) {
+    unsigned int seed = 0;
+    if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed)
+      seed = (unsigned)getpid() ^ (unsigned)time(NULL);
+    start = seed % count;
+  }
+  for (unsigned long long k = 0; k < count; k++) {
+    unsigned long long id = first + (start + k) % count;
+    struct flock lock = {.l_type = F_WRLCK,
+                         .l_whence = SEEK_SET,
+                         .l_start = (off_t)id,
+                         .l_len = 1};
+    if (fcntl(lock_fd, F_OFD_SETLK, &lock) != 0) {
+      if (errno == EAGAIN || errno == EACCES)
+        continue; /* another launcher holds it */
+      return -errno;
+    }
+    int used = identity_in_use((uid_t)id, (gid_t)id);
+    if (used == 0) {
+      *uid = (uid_t)id;
+      *gid = (gid_t)id;
+      return 0;
+    }
+    lock.l_type = F_UNLCK;
+    fcntl(lock_fd, F_OFD_SETLK, &lock);
+    if (used < 0)
+      return used;
+  }
+  return -EBUSY;
+}
+
+/* A user namespace mapping owner:group to uid:gid, whose descriptor gives an
+ * idmapped mount its mapping. A child created in it lives only until its
+ * maps are written. */
+static int idmap_userns(uid_t owner, gid_t group, uid_t uid, gid_t gid) {
+  int sync[2];
+  if (pipe2(sync, O_CLOEXEC) != 0)
+    return -errno;
+  pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL,
+                             NULL, NULL);
+  if (pid == 0) {
+    char c;
+    close(sync[1]);
+    while (read(sync[0], &c, 1) < 0 && errno == EINTR)
+      ;
+    _exit(0);
+  }
+  int err = pid < 0 ? errno : 0;
+  close(sync[0]);
+  int fd = -1;
+  if (pid > 0) {
+    static const char* const files[] = {"uid_map", "setgroups", "gid_map"};
+    for (int f = 0; f < 3 && err == 0; f++) {
+      char path[64], text[64];
+      snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, files[f]);
+      int n = f == 0   ? snprintf(text, sizeof text, "%u %u 1\n", owner, uid)
+              : f == 1 ? snprintf(text, sizeof text, "deny")
+                       : snprintf(text, sizeof text, "%u %u 1\n", group, gid);
+      int m = open(path, O_WRONLY | O_CLOEXEC);
+      if (m < 0 || write(m, text, (size_t)n) != n)
+        err = errno ? errno : EIO;
+      if (m >= 0)
+        close(m);
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
+    if (err == 0 && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+      err = errno;
+  }
+  close(sync[1]);
+  if (pid > 0)
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+      ;
+  if (err != 0 && fd >= 0)
+    close(fd);
+  return err != 0 ? -err : fd;
+}
+
+typedef struct stage_arg {
+  const char* index;
+  const char* source;
+  unsigned long long dev, ino;
+  bool is_dir;
+} stage_arg_t;
+
+/* Stages every bind that the sandbox identity needs through an idmapped
+ * clone (see the launch comment at the top). */
+static int stage_binds(const char* dir, const stage_arg_t* stages, size_t count,
+                       uid_t uid, gid_t gid) {
+  if (count == 0)
+    return 0;
+  /* A private namespace, slave so nothing propagates back to the host, with
+   * a small tmpfs on the staging directory: the clones live there and
+   * vanish with it. */
+  if (unshare(CLONE_NEWNS) != 0)
+    return launch_fail("unshare mount namespace", NULL, errno);
+  if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
+    return launch_fail("make mounts slave", NULL, errno);
+  /* This process is pid 1 of its own pid namespace, but /proc is still the
+   * host's: pids this process sees (its children's) would name other
+   * processes there. A procfs of this namespace, in this private mount
+   * namespace only, makes /proc/PID mean what the pid says. */
+  if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) !=
+      0)
+    return launch_fail("mount the launcher's /proc", NULL, errno);
+  if (mount("maelys-staging", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+            "size=65536,mode=0755") != 0)
+    return launch_fail("mount staging tmpfs on", dir, errno);
+  struct {
+    uid_t owner;
+    gid_t group;
+    int fd;
+  } maps[16];
+  size_t map_count = 0;
+  int r = 0;
+  for (size_t i = 0; i < count && r == 0; i++) {
+    const stage_arg_t* sg = &stages[i];
+    int src = maelys__executor_open_nofollow(sg->source);
+    if (src < 0) {
+      r = launch_fail("open without following symlinks", sg->source, -src);
+      break;
+    }
+    struct stat st;
+    if (fstat(src, &st) != 0) {
+      r = launch_fail("stat", sg->source, errno);
+    } else if ((unsigned long long)st.st_dev != sg->dev ||
+               (unsigned long long)st.st_ino != sg->ino ||
+               (S_ISDIR(st.st_mode) != 0) != sg->is_dir) {
+      r = launch_fail("source changed since it was checked", sg->source,
+                      ESTALE);
+    }
+    int ns = -1;
+    for (size_t m = 0; r == 0 && m < map_count; m++)
+      if (maps[m].owner == st.st_uid && maps[m].group == st.st_gid)
+        ns = maps[m].fd;
+    if (r == 0 && ns < 0) {
+      ns = idmap_userns(st.st_uid, st.st_gid, uid, gid);
+      if (ns < 0)
+        r = launch_fail("create the idmapping user namespace for", sg->source,
+                        -ns);
+      else if (map_count < sizeof maps / sizeof maps[0])
+        maps[map_count++] = (typeof(maps[0])){st.st_uid, st.st_gid, ns};
+    }
+    int tree = -1;
+    if (r == 0) {
+      tree = (int)syscall(SYS_open_tree, src, "",
+                          OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
+                              AT_RECURSIVE);
+      if (tree < 0)
+        r = launch_fail("clone (open_tree)", sg->source, errno);
+    }
+    if (r == 0) {
+      struct mount_attr attr;
+      memset(&attr, 0, sizeof attr);
+      attr.attr_set = MOUNT_ATTR_IDMAP;
+      attr.userns_fd = (unsigned)ns;
+      if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE,
+                  &attr, sizeof attr) != 0)
+        r = launch_fail("idmap (mount_setattr; does the filesystem support "
+                        "idmapped mounts?)",
+                        sg->source, errno);
+    }
+    char target[4096];
+    snprintf(target, sizeof target, "%s/%s", dir, sg->index);
+    if (r == 0 && sg->is_dir && mkdir(target, 0755) != 0)
+      r = launch_fail("create", target, errno);
+    if (r == 0 && !sg->is_dir) {
+      int f = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (f < 0)
+        r = launch_fail("create", target, errno);
+      else
+        close(f);
+    }
+    if (r == 0 && syscall(SYS_move_mount, tree, "", AT_FDCWD, target,
+                          MOVE_MOUNT_F_EMPTY_PATH) != 0)
+      r = launch_fail("attach (move_mount)", target, errno);
+    if (tree >= 0)
+      close(tree);
+    close(src);
+  }
+  for (size_t m = 0; m < map_count; m++)
+    close(maps[m].fd);
+  return r;
+}
+
+static const int launch_forwarded[] = {SIGTERM, SIGINT,  SIGHUP,
+                                       SIGQUIT, SIGUSR1, SIGUSR2};
+
+static void ignore_signal(int sig) {
+  (void)sig;
+}
+
+/* bwrap's first --json-status-fd document, {"child-pid": N, ...}, collected
+ * up to its newline: bwrap writes a document in several pieces. */
+typedef struct json_line {
+  char text[2048];
+  size_t len;
+} json_line_t;
+
+/* The sandbox's pid 1 in this namespace: > 1 once the first document is
+ * complete, 0 while it is not, -1 at end of file or for a document without
+ * it. */
+static int read_child_pid(int fd, json_line_t* line) {
+  ssize_t n =
+      read(fd, line->text + line->len, sizeof line->text - 1 - line->len);
+  if (n == 0)
+    return -1;
+  if (n < 0)
+    return errno == EAGAIN || errno == EINTR ? 0 : -1;
+  line->len += (size_t)n;
+  line->text[line->len] = '\0';
+  char* nl = strchr(line->text, '\n');
+  if (nl == NULL)
+    return line->len + 1 < sizeof line->text ? 0 : -1;
+  *nl = '\0';
+  json_t* doc = json_loads(line->text, 0, NULL);
+  json_t* pid = json_object_get(doc, "child-pid");
+  int r = json_is_integer(pid) && json_integer_value(pid) > 1 &&
+                  json_integer_value(pid) < INT32_MAX
+              ? (int)json_integer_value(pid)
+              : -1;
+  json_decref(doc);
+  return r;
+}
+
+static int launch_main(int argc, char** argv) {
+  int lifeline = -1, json_fd = -1, exec_fd = -1;
+  const char* lock_path = NULL;
+  const char* staging_dir = NULL;
+  bool fixed = false, ranged = false;
+  unsigned long long id_a = 0, id_b = 0;
+  stage_arg_t stages[64];
+  size_t stage_count = 0;
   int i = 2;
-  int mounted = 0;
-  int userns_fds[64];
-  size_t userns_count = 0;
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   for (; i < argc; i++) {
     const char* a = argv[i];
     if (strcmp(a, "--") == 0) {
       i++;
       break;
     }
-    if (strcmp(a, "--staging-dir") == 0 && i + 1 < argc) {
-      dir = argv[++i];
-    } else if (strcmp(a, "--uid") == 0 && i + 1 < argc) {
-      if (parse_int(argv[++i], &uid) != 0 || uid == 0)
+    if (i + 1 >= argc)
+      goto usage;
+    if (strcmp(a, "--lifeline-fd") == 0) {
+      if (parse_int(argv[++i], &lifeline) != 0)
         goto usage;
-    } else if (strcmp(a, "--gid") == 0 && i + 1 < argc) {
-      if (parse_int(argv[++i], &gid) != 0 || gid == 0)
+    } else if (strcmp(a, "--json-fd") == 0) {
+      if (parse_int(argv[++i], &json_fd) != 0)
         goto usage;
-    } else if (strcmp(a, "--stage") == 0 && i + 6 < argc && dir != NULL) {
-      const char* index = argv[i + 1];
-      const char* source = argv[i + 2];
-      unsigned long long dev, ino;
-      int is_dir = strcmp(argv[i + 5], "d") == 0;
-      int ns = -1;
-      if (parse_u64(argv[i + 3], &dev) || parse_u64(argv[i + 4], &ino) ||
-          parse_int(argv[i + 6], &ns))
+    } else if (strcmp(a, "--exec-fd") == 0) {
+      if (parse_int(argv[++i], &exec_fd) != 0)
         goto usage;
-      i += 6;
-      if (!mounted) {
-        /* A private namespace, slave so nothing propagates back to the host,
-         * with a small tmpfs on the staging directory: the clones live there
-         * and vanish with it. */
-        if (unshare(CLONE_NEWNS) != 0)
-          return stage_fail("unshare mount namespace", NULL, errno);
-        if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
-          return stage_fail("make mounts slave", NULL, errno);
-        if (mount("maelys-staging", dir, "tmpfs",
-                  MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  "size=65536,mode=0755") != 0)
-          return stage_fail("mount staging tmpfs on", dir, errno);
-        mounted = 1;
-      }
-      int src = maelys__executor_open_nofollow(source);
-      if (src < 0)
-        return stage_fail("open without following symlinks", source, -src);
-      struct stat st;
-      if (fstat(src, &st) != 0)
-        return stage_fail("stat", source, errno);
-      if ((unsigned long long)st.st_dev != dev ||
-          (unsigned long long)st.st_ino != ino ||
-          (S_ISDIR(st.st_mode) != 0) != is_dir)
-        return stage_fail("source changed since it was checked", source,
-                          ESTALE);
-      int tree = (int)syscall(SYS_open_tree, src, "",
-                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
-                                  AT_EMPTY_PATH | AT_RECURSIVE);
-      if (tree < 0)
-        return stage_fail("clone (open_tree)", source, errno);
-      if (ns >= 0) {
-        struct mount_attr attr;
-        memset(&attr, 0, sizeof attr);
-        attr.attr_set = MOUNT_ATTR_IDMAP;
-        attr.userns_fd = (unsigned)ns;
-        if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE,
-                    &attr, sizeof attr) != 0)
-          return stage_fail("idmap (mount_setattr; does the filesystem support "
-                            "idmapped mounts?)",
-                            source, errno);
-        if (userns_count < 64)
-          userns_fds[userns_count++] = ns;
-      }
-      char target[4096];
-      snprintf(target, sizeof target, "%s/%s", dir, index);
-      if (is_dir) {
-        if (mkdir(target, 0755) != 0)
-          return stage_fail("create", target, errno);
-      } else {
-        int f = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (f < 0)
-          return stage_fail("create", target, errno);
-        close(f);
-      }
-      if (syscall(SYS_move_mount, tree, "", AT_FDCWD, target,
-                  MOVE_MOUNT_F_EMPTY_PATH) != 0)
-        return stage_fail("attach (move_mount)", target, errno);
-      close(tree);
-      close(src);
+    } else if (strcmp(a, "--identity") == 0) {
+      if (parse_pair(argv[++i], &id_a, &id_b) != 0 || id_a == 0 || id_b == 0 ||
+          id_a >= UINT32_MAX || id_b >= UINT32_MAX)
+        goto usage;
+      fixed = true;
+    } else if (strcmp(a, "--identity-range") == 0) {
+      if (parse_pair(argv[++i], &id_a, &id_b) != 0 || id_a == 0 || id_b == 0 ||
+          id_a + id_b >= UINT32_MAX)
+        goto usage;
+      ranged = true;
+    } else if (strcmp(a, "--identity-lock") == 0) {
+      lock_path = argv[++i];
+    } else if (strcmp(a, "--staging-dir") == 0) {
+      staging_dir = argv[++i];
+    } else if (strcmp(a, "--stage") == 0 && i + 5 < argc &&
+               stage_count < sizeof stages / sizeof stages[0]) {
+      stage_arg_t* sg = &stages[stage_count++];
+      sg->index = argv[i + 1];
+      sg->source = argv[i + 2];
+      sg->is_dir = strcmp(argv[i + 5], "d") == 0;
+      if (parse_u64(argv[i + 3], &sg->dev) || parse_u64(argv[i + 4], &sg->ino))
+        goto usage;
+      i += 5;
     } else {
       goto usage;
     }
   }
-  if (uid <= 0 || gid <= 0 || i >= argc)
+  if (lifeline < 0 || json_fd < 3 || exec_fd < 0 || i >= argc ||
+      (fixed && ranged) || ((fixed || ranged) && lock_path == NULL) ||
+      (stage_count > 0 && (staging_dir == NULL || !(fixed || ranged))))
     goto usage;
-  for (size_t k = 0; k < userns_count; k++)
-    close(userns_fds[k]);
-  if (setgroups(0, NULL) != 0)
-    return stage_fail("setgroups", NULL, errno);
-  if (setresgid((gid_t)gid, (gid_t)gid, (gid_t)gid) != 0)
-    return stage_fail("setresgid", NULL, errno);
-  if (setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) != 0)
-    return stage_fail("setresuid", NULL, errno);
-  /* The identity change cleared the parent-death signal: armed again, and
-   * checked against a parent that died in between. */
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
-    return stage_fail("set parent-death signal", NULL, errno);
-  if (getppid() != parent)
-    return stage_fail("parent", NULL, ESRCH);
-  execve(argv[i], argv + i + 1, environ);
-  return stage_fail("execve", argv[i], errno);
+
+  /* Signals first: as the namespace's pid 1 this process receives from the
+   * host only the signals it handles (or blocks) -- SIGKILL always. They are
+   * blocked and read from a signalfd; the handlers only make sure none is
+   * ever ignored. */
+  sigset_t mask;
+  sigemptyset(&mask);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = ignore_signal;
+  for (size_t k = 0; k < sizeof launch_forwarded / sizeof launch_forwarded[0];
+       k++) {
+    sigaddset(&mask, launch_forwarded[k]);
+    sigaction(launch_forwarded[k], &sa, NULL);
+  }
+  sigaddset(&mask, SIGCHLD);
+  sigset_t old;
+  sigprocmask(SIG_BLOCK, &mask, &old);
+  int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0)
+    return launch_fail("signalfd", NULL, errno);
+  fcntl(lifeline, F_SETFD, FD_CLOEXEC);
+  fcntl(exec_fd, F_SETFD, FD_CLOEXEC);
+  /* The host may already be gone. */
+  struct pollfd host = {.fd = lifeline, .events = POLLIN};
+  if (poll(&host, 1, 0) < 0 || (host.revents & (POLLHUP | POLLERR)) != 0)
+    return 127;
+
+  uid_t uid = getuid();
+  gid_t gid = getgid();
+  if (fixed || ranged) {
+    int lock_fd =
+        open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    struct stat lst;
+    if (lock_fd < 0)
+      return launch_fail("open the identity lock", lock_path, errno);
+    if (fstat(lock_fd, &lst) != 0 || !S_ISREG(lst.st_mode) || lst.st_uid != 0 ||
+        (lst.st_mode & 022) != 0)
+      return launch_fail("the identity lock is not a root-owned file",
+                         lock_path, EPERM);
+    int r = take_identity(lock_fd, id_a, fixed ? 1 : id_b, &uid, &gid);
+    if (r == -EBUSY)
+      return launch_fail(fixed ? "the requested identity is in use by "
+                                 "another process:"
+                               : "every identity of the range is in use:",
+                         argv[0], EBUSY);
+    if (r != 0)
+      return launch_fail("take a host identity", NULL, -r);
+    if (fixed)
+      gid = (gid_t)id_b;
+    /* lock_fd stays open, and locked, until this process exits. */
+    fprintf(stderr, "maelys-launch identity %u %u\n", (unsigned)uid,
+            (unsigned)gid);
+    fflush(stderr);
+    int sr = stage_binds(staging_dir, stages, stage_count, uid, gid);
+    if (sr != 0)
+      return sr;
+    /* Host root is needed no longer: this launcher lives on as the
+     * sandbox's identity too (it still signals the sandbox's pid 1 and holds
+     * the identity's lock), so no process of the execution keeps host uid 0
+     * or a capability. */
+    if (setgroups(0, NULL) != 0 || setresgid(gid, gid, gid) != 0 ||
+        setresuid(uid, uid, uid) != 0)
+      return launch_fail("change to the sandbox identity", NULL, errno);
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  }
+
+  int json[2];
+  if (pipe2(json, O_CLOEXEC | O_NONBLOCK) != 0)
+    return launch_fail("pipe", NULL, errno);
+  pid_t bwrap = fork();
+  if (bwrap < 0)
+    return launch_fail("fork", NULL, errno);
+  if (bwrap == 0) {
+    /* bwrap's monitor: the identity, then bwrap from the checked
+     * descriptor. bwrap's own --die-with-parent ties it to this launcher. */
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++)
+      sigaction(sig, &dfl, NULL);
+    if (dup2(json[1], json_fd) < 0)
+      _exit(launch_fail("install the status descriptor", NULL, errno));
+    close(lifeline);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+      _exit(launch_fail("set parent-death signal", NULL, errno));
+    syscall(SYS_execveat, exec_fd, "", argv + i, environ, AT_EMPTY_PATH);
+    _exit(launch_fail("execute bwrap", argv[i], errno));
+  }
+  close(json[1]);
+  close(exec_fd);
+
+  int child_pidfd = -1; /* the sandbox's pid 1 */
+  json_line_t json_line = {.len = 0};
+  int pending[NSIG];
+  size_t pending_count = 0;
+  int status = 0;
+  bool bwrap_gone = false;
+  for (;;) {
+    struct pollfd fds[3] = {{.fd = lifeline, .events = POLLIN},
+                            {.fd = sfd, .events = POLLIN},
+                            {.fd = json[0], .events = POLLIN}};
+    int n = poll(fds, json[0] >= 0 ? 3 : 2, -1);
+    if (n < 0 && errno != EINTR)
+      return launch_fail("poll", NULL, errno);
+    if (n <= 0)
+      continue;
+    /* The host is gone: end the namespace (this process's death is the
+     * kernel's cue to kill every other process in it). */
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR))
+      return 127;
+    if (json[0] >= 0 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+      int pid = read_child_pid(json[0], &json_line);
+      if (pid != 0) {
+        close(json[0]);
+        json[0] = -1;
+      }
+      if (pid > 0) {
+        child_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        for (size_t k = 0; child_pidfd >= 0 && k < pending_count; k++)
+          syscall(SYS_pidfd_send_signal, child_pidfd, pending[k], NULL, 0);
+        pending_count = 0;
+      }
+    }
+    if (fds[1].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        int sig = (int)si.ssi_signo;
+        if (sig != SIGCHLD) {
+          /* The graceful signal, for the sandbox's pid 1, which forwards it
+           * to every process of the sandbox. */
+          if (child_pidfd >= 0)
+            syscall(SYS_pidfd_send_signal, child_pidfd, sig, NULL, 0);
+          else if (pending_count < sizeof pending / sizeof pending[0])
+            pending[pending_count++] = sig;
+          continue;
+        }
+        /* Reap everything: this is the namespace's init. */
+        int ws;
+        pid_t p;
+        while ((p = waitpid(-1, &ws, WNOHANG)) > 0)
+          if (p == bwrap) {
+            status = ws;
+            bwrap_gone = true;
+          }
+      }
+    }
+    if (bwrap_gone)
+      break;
+  }
+  if (WIFSIGNALED(status))
+    return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
 usage:
-  fprintf(stderr, "maelys-stage: invalid arguments\n");
+  fprintf(stderr, "maelys-launch: invalid arguments\n");
   return 127;
 }
 
@@ -657,6 +1075,40 @@ static int probe_main(int argc, char** argv) {
         close(fd);
       unlink(path);
       say("fill", "%ld:%d", done, err);
+    } else if (strcmp(c, "tasks") == 0) {
+      /* Forks until the task ceiling refuses: "tasks=FORKED:ERRNO". */
+      static pid_t kids[8192];
+      int n = 0, err = 0;
+      fflush(stdout);
+      while (n < (int)(sizeof kids / sizeof kids[0])) {
+        pid_t p = fork();
+        if (p == 0) {
+          for (;;)
+            pause();
+        }
+        if (p < 0) {
+          err = errno;
+          break;
+        }
+        kids[n++] = p;
+      }
+      for (int k = 0; k < n; k++)
+        kill(kids[k], SIGKILL);
+      for (int k = 0; k < n; k++)
+        waitpid(kids[k], NULL, 0);
+      say("tasks", "%d:%d", n, err);
+    } else if (strcmp(c, "alloc") == 0 && i + 1 < argc) {
+      /* Touches MIB mebibytes; a working memory ceiling kills it first. */
+      long mib = atol(argv[++i]);
+      for (long k = 0; k < mib; k++) {
+        char* block = malloc(1 << 20);
+        if (block == NULL) {
+          say("alloc", "failed:%ld", k);
+          return 0;
+        }
+        memset(block, 'x', 1 << 20);
+      }
+      say("alloc", "done:%ld", mib);
     } else if (strcmp(c, "tree") == 0) {
       /* A descendant that double-forks into its own session and keeps
        * stdout open: it is gone only if the stop covered the whole tree. */
@@ -686,9 +1138,9 @@ int main(int argc, char** argv) {
     return init_main(argc, argv);
   if (argc >= 2 && strcmp(argv[1], "probe") == 0)
     return probe_main(argc, argv);
-  if (argc >= 2 && strcmp(argv[1], "stage") == 0)
-    return stage_main(argc, argv);
-  fprintf(stderr, "usage: maelys-executor-helper init|stage|probe ...\n"
+  if (argc >= 2 && strcmp(argv[1], "launch") == 0)
+    return launch_main(argc, argv);
+  fprintf(stderr, "usage: maelys-executor-helper init|launch|probe ...\n"
                   "(runs inside a Maelys Executor sandbox; not for direct "
                   "use)\n");
   return 2;
