@@ -625,8 +625,16 @@ int warden_run(const invocation_t* inv) {
   uv_unref((uv_handle_t*)&st.wall);
   maelys_execution_wait(st.execution, on_exit_status, &st, NULL);
 
+  /* uv_run(UV_RUN_ONCE) returns at once when nothing referenced is left,
+   * and the drain timer is not referenced: once the payload has exited and
+   * the relay has nothing in flight, nothing can change any more, so the
+   * output is as drained as it will ever be. (Seen once in CI: a loop that
+   * spun here without a handle to wait on.) */
   while (!st.finished)
-    uv_run(loop, UV_RUN_ONCE);
+    if (uv_run(loop, UV_RUN_ONCE) == 0 && st.exited && !st.finished) {
+      st.drained = true;
+      check_done(&st);
+    }
 
   switch (st.status.outcome) {
   case MAELYS_EXEC_OUTCOME_EXITED:

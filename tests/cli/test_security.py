@@ -5,10 +5,13 @@ planted in an earlier run) could mount, and checks it is refused or inert.
 
     test_security.py --warden BIN --fixture BIN --schemas DIR --man FILE
 """
+import json
 import os
+import signal
 import stat
 import subprocess
 import tarfile
+import time
 
 from wardentest import ARGS, WardenCase, main
 
@@ -85,6 +88,119 @@ class Security(WardenCase):
         self.assertIn("plain-modes=ok", out)
         self.assertEqual(setid_files(self.ws), [])
 
+    # ------------------------------------- invariant 19: forged outcomes
+
+    def receipt_of(self, receipts):
+        files = [f for f in os.listdir(receipts) if f.endswith(".json")]
+        self.assertEqual(len(files), 1, files)
+        with open(os.path.join(receipts, files[0])) as f:
+            return json.load(f)
+
+    def test_outcome_cannot_be_forged(self):
+        """The payload tries the helper's descriptors (pidfd_getfd, /proc/1/fd)
+        and writes forged status lines to everything it holds: a run ended by
+        --wall-time still reports a forced kill, and one that exits 0 reports
+        its exit, not a launch failure."""
+        receipts = os.path.join(self.tmp, "receipts-forge")
+        p = self.warden(*self.run_args("--receipt-dir", receipts,
+                                       "--wall-time", "500ms", "--grace",
+                                       "200ms", "--", ARGS.fixture, "forge",
+                                       "60"), timeout=60)
+        out = p.stderr.decode()
+        for route in ("forge-pidfd-getfd", "forge-proc-fd"):
+            self.assertIn(route + "=blocked", out)
+        self.assertEqual(p.returncode, 128 + signal.SIGKILL, out)
+        r = self.receipt_of(receipts)
+        self.assertEqual(r["outcome"], {"kind": "signaled", "signal": 9})
+        self.assertEqual(r["stop"]["ended_by"], "forced")
+        self.assertEqual(r["stop"]["result"], "forced")
+        # A payload that ran (and wrote) then forges a launch failure.
+        receipts = os.path.join(self.tmp, "receipts-forge2")
+        p = self.warden(*self.run_args("--receipt-dir", receipts, "--",
+                                       ARGS.fixture, "forge", "0"), timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.receipt_of(receipts)["outcome"],
+                         {"kind": "exited", "exit_code": 0})
+
+    # --------------------------------- invariant 22: nothing outlives it
+
+    def pidns(self, pid):
+        try:
+            return os.stat("/proc/%d/ns/pid" % pid).st_ino
+        except OSError:
+            return None
+
+    def alive(self, pid):
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                return f.read().rsplit(")", 1)[1].split()[0] not in "ZX"
+        except OSError:
+            return False
+
+    def execution_spaces(self, marker):
+        """The pid namespaces (inodes) below the host's own that the marked
+        processes live in: the launcher's, and the sandbox's nested in it."""
+        mine = self.pidns(os.getpid())
+        spaces = set()
+        for pid, _, _, _ in self.marked(marker):
+            ns = self.pidns(pid)
+            if ns is not None and ns != mine:
+                spaces.add(ns)
+        return spaces
+
+    def survivors(self, marker, spaces):
+        found = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            pid = int(pid)
+            if not self.alive(pid):
+                continue
+            if self.pidns(pid) in spaces:
+                found.append(pid)
+        found += [p[0] for p in self.marked(marker) if self.alive(p[0])]
+        return sorted(set(found))
+
+    def kill_cli(self, step, after_launch):
+        """Starts a run, SIGKILLs the CLI `step` ms after it started (or after
+        its launcher appeared) and returns what is left 1 s later."""
+        marker = "cli-step-%d-%d-%d" % (os.getpid(), step, after_launch)
+        proc = subprocess.Popen(
+            [ARGS.warden] + self.run_args("--", ARGS.fixture, "sleep",
+                                          "600000", marker),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, env=self.env(), cwd=self.ws)
+        try:
+            if after_launch:
+                deadline = time.time() + 20
+                while not self.marked(marker) and time.time() < deadline:
+                    time.sleep(0.0005)
+            time.sleep(step / 1000.0)
+            spaces = self.execution_spaces(marker)
+        finally:
+            proc.kill()
+            proc.wait(timeout=10)
+            proc.stdin.close()
+            proc.stdout.close()
+        deadline = time.time() + 1.0
+        left = self.survivors(marker, spaces)
+        while left and time.time() < deadline:
+            time.sleep(0.01)
+            left = self.survivors(marker, spaces)
+        return left
+
+    def test_cli_killed_at_every_step(self):
+        """maelys-warden is SIGKILLed 0..15 ms after its launcher appeared
+        (the launcher's set-up, bwrap's, the sandbox's, the run) and 0..15 ms
+        after it started (its registration probe): 1 s later no process of
+        the execution is left, found by its pid namespaces as well as by its
+        marker."""
+        for after_launch in (True, False):
+            for step in range(16):
+                self.assertEqual(self.kill_cli(step, after_launch), [],
+                                 "killed %d ms after %s" %
+                                 (step, "the launcher appeared"
+                                  if after_launch else "it started"))
 
 if __name__ == "__main__":
     main()

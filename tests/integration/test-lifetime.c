@@ -1,0 +1,885 @@
+/*
+ * Invariants 20 and 22 through the bubblewrap backend: nothing outlives its
+ * execution, whatever dies when (the host process, bwrap's monitor, the
+ * sandbox's init, a host in the middle of a registration probe); every
+ * sandbox has ceilings that are enforced or refused; and, for runs started by
+ * root, each sandbox has a host identity of its own.
+ *
+ * Survivors are looked for by what they cannot hide: the pid namespace the
+ * launcher made (every process of an execution lives in it or below it), and
+ * the uid of a root-started execution, as well as the marker in their
+ * command line. Waits are on pidfds, never on sleeps.
+ *
+ * MAELYS_SOAK_ROUNDS=N repeats each kill-timing matrix N times (the soak
+ * command, ci/soak); CI runs one round.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <grp.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "marked.h"
+#include "tree.h"
+
+#define ARGS(...) ((const char* const[]){__VA_ARGS__, NULL})
+/* How long a tree may take to go once what holds it died (invariant 22). */
+#define GONE_MS 1000
+
+static int rounds(void) {
+  const char* r = getenv("MAELYS_SOAK_ROUNDS");
+  int n = r ? atoi(r) : 1;
+  return n > 0 ? n : 1;
+}
+
+static bool bwrap_or_skip(harness_t* h) {
+  uint64_t need = MAELYS_BACKEND_CAP_PROCESS_TREE |
+                  MAELYS_BACKEND_CAP_FILESYSTEM_READ |
+                  MAELYS_BACKEND_CAP_LIMIT_TASKS;
+  uint64_t mask = harness_register_bubblewrap(h);
+  if ((mask & need) == need)
+    return true;
+  char* diag = NULL;
+  maelys_executor_backend_diagnostic(h->executor, "bubblewrap", &diag, NULL);
+  const char* must = getenv("MAELYS_BWRAP_MUST_WORK");
+  if (must != NULL && strcmp(must, "1") == 0)
+    fail_msg("bubblewrap cannot confine here and MAELYS_BWRAP_MUST_WORK=1: %s",
+             diag ? diag : "");
+  print_message("SKIPPED: bubblewrap cannot confine here: %s\n",
+                diag ? diag : "");
+  maelys_executor_string_free(diag);
+  harness_finish(h);
+  return false;
+}
+
+static maelys_executor_plan_t* fixture_plan(uint64_t tasks, uint64_t memory) {
+  maelys_executor_plan_t* p = NULL;
+  char* err = NULL;
+  assert_int_equal(maelys_executor_plan_create(&p, NULL), 0);
+  assert_int_equal(
+      maelys_executor_plan_set_root(p, MAELYS_EXECUTOR_ROOT_READONLY, 0, NULL),
+      0);
+  assert_int_equal(maelys_executor_plan_add_proc(p, "/proc", NULL), 0);
+  assert_int_equal(maelys_executor_plan_add_dev(p, "/dev", NULL), 0);
+  assert_int_equal(maelys_executor_plan_add_rule(
+                       p, MAELYS_FIXTURE, MAELYS_EXECUTOR_ACCESS_READ,
+                       MAELYS_EXECUTOR_SCOPE_LITERAL_FILE, NULL),
+                   0);
+  assert_int_equal(
+      maelys_executor_plan_set_network(p, MAELYS_EXECUTOR_NETWORK_NONE, NULL),
+      0);
+  assert_int_equal(maelys_executor_plan_set_process_tree_required(p, 1, NULL),
+                   0);
+  if (tasks > 0)
+    assert_int_equal(maelys_executor_plan_set_limit(
+                         p, MAELYS_EXECUTOR_LIMIT_TASKS, tasks, NULL),
+                     0);
+  if (memory > 0)
+    assert_int_equal(maelys_executor_plan_set_limit(
+                         p, MAELYS_EXECUTOR_LIMIT_MEMORY, memory, NULL),
+                     0);
+  if (maelys_executor_plan_seal(p, &err) != MAELYS_EXECUTOR_OK)
+    fail_msg("seal: %s", err);
+  return p;
+}
+
+/* The pid namespace an execution's launcher made, found from its launcher
+ * (readable as root) or from any process of it below the host's own
+ * namespace (bwrap's monitor and the payload are dumpable). 0 if none is
+ * seen yet. */
+static uint64_t execution_ns(int launcher, const char* marker) {
+  uint64_t mine = tree_pidns(getpid());
+  if (launcher > 0) {
+    uint64_t ns = tree_pidns(launcher);
+    if (ns != 0 && ns != mine)
+      return ns;
+  }
+  int pids[64];
+  int n = marked_pids(marker, pids, 64);
+  for (int i = 0; i < n && i < 64; i++) {
+    uint64_t ns = tree_pidns(pids[i]);
+    if (ns == 0 || ns == mine)
+      continue;
+    /* bwrap's monitor lives in the launcher's namespace, whose parent is
+     * the host's; the sandbox's processes one level further down. */
+    uint64_t parent = tree_parent_pidns(pids[i]);
+    return parent == mine || parent == 0 ? ns : parent;
+  }
+  return 0;
+}
+
+/* Asserts that nothing of the execution (namespace `ns`, marker, and for a
+ * root-started run its uid) is left GONE_MS after whatever held it died. */
+static void assert_nothing_left(uint64_t ns, const char* marker, long uid,
+                                const char* what) {
+  int pids[256];
+  int n = tree_members(ns, marker, pids, 256);
+  int left = tree_wait_gone(pids, n < 256 ? (size_t)n : 256, GONE_MS);
+  n = tree_members(ns, marker, pids, 256);
+  int by_uid = 0;
+  if (uid > 0) {
+    DIR* d = opendir("/proc");
+    struct dirent* e;
+    while (d != NULL && (e = readdir(d)) != NULL)
+      if (e->d_name[0] >= '1' && e->d_name[0] <= '9' &&
+          tree_uid(atoi(e->d_name)) == uid && tree_alive(atoi(e->d_name)))
+        by_uid++;
+    if (d != NULL)
+      closedir(d);
+  }
+  if (left != 0 || n != 0 || by_uid != 0)
+    fail_msg("%s: %d processes of the execution outlived it by %d ms (%d "
+             "still after; %d of its uid %ld), first pid %d",
+             what, left, GONE_MS, n, by_uid, uid, n > 0 ? pids[0] : -1);
+}
+
+/* ------------------------------------------------------------ the host */
+
+/* A host process: its own loop and executor, bubblewrap registered. It
+ * writes 'S' on `report` just before it spawns `sleep 600000 MARKER` (or
+ * the daemon variant), then the launcher's pid as text, then runs its loop
+ * until it is killed. */
+static void host_main(int report, const char* marker, bool daemon) {
+  uv_loop_t loop;
+  maelys_executor_t* ex = NULL;
+  if (uv_loop_init(&loop) != 0 ||
+      maelys_executor_create(&loop, &ex, NULL) != MAELYS_EXECUTOR_OK)
+    _exit(2);
+  maelys_backend_options_t* o = NULL;
+  maelys_backend_options_create(&o, NULL);
+  maelys_backend_options_set(o, "helper", MAELYS_HELPER, NULL);
+  if (maelys_executor_register_backend(ex, maelys_backend_bubblewrap(), o,
+                                       NULL) != MAELYS_EXECUTOR_OK)
+    _exit(3);
+  maelys_executor_plan_t* plan = NULL;
+  maelys_executor_plan_create(&plan, NULL);
+  maelys_executor_plan_set_root(plan, MAELYS_EXECUTOR_ROOT_READONLY, 0, NULL);
+  maelys_executor_plan_add_proc(plan, "/proc", NULL);
+  maelys_executor_plan_add_rule(plan, MAELYS_FIXTURE,
+                                MAELYS_EXECUTOR_ACCESS_READ,
+                                MAELYS_EXECUTOR_SCOPE_LITERAL_FILE, NULL);
+  maelys_executor_plan_set_network(plan, MAELYS_EXECUTOR_NETWORK_NONE, NULL);
+  maelys_executor_plan_set_process_tree_required(plan, 1, NULL);
+  if (maelys_executor_plan_seal(plan, NULL) != MAELYS_EXECUTOR_OK)
+    _exit(4);
+  maelys_execution_request_t* req = NULL;
+  maelys_execution_request_create(&req, NULL);
+  maelys_execution_request_set_executable(req, MAELYS_FIXTURE, NULL);
+  const char* sleeper[] = {MAELYS_FIXTURE, "sleep", "600000", marker, NULL};
+  const char* daemoner[] = {MAELYS_FIXTURE, "daemon", marker, NULL};
+  maelys_execution_request_set_argv(req, daemon ? daemoner : sleeper, NULL);
+  maelys_execution_request_set_backend(req, "bubblewrap", NULL);
+  maelys_execution_request_set_stderr_mode(req, MAELYS_EXEC_STDERR_NULL, NULL);
+  if (write(report, "S", 1) != 1)
+    _exit(5);
+  maelys_execution_t* e = NULL;
+  char* err = NULL;
+  if (maelys_execution_spawn(ex, plan, req, &e, &err) != MAELYS_EXECUTOR_OK) {
+    fprintf(stderr, "host spawn: %s\n", err);
+    _exit(6);
+  }
+  char pid[32];
+  int n = snprintf(pid, sizeof pid, "%d\n", maelys_execution_pid(e));
+  if (write(report, pid, (size_t)n) != n)
+    _exit(7);
+  for (;;)
+    uv_run(&loop, UV_RUN_ONCE);
+}
+
+/* The launcher's pid the host reported, or -1 (read without waiting). */
+static int read_launcher(int report) {
+  char buf[32];
+  ssize_t n = read(report, buf, sizeof buf - 1);
+  if (n <= 0)
+    return -1;
+  buf[n] = '\0';
+  return atoi(buf);
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+/* The host process is SIGKILLed 0..15 ms after it started a sandbox: the
+ * whole tree is gone within GONE_MS, whatever step the launch was at. */
+static void test_host_killed_at_every_step(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 240000);
+  if (!bwrap_or_skip(&h))
+    return;
+  for (int r = 0; r < rounds(); r++)
+    for (int step = 0; step <= 15; step++) {
+      bool daemon = step % 4 == 3;
+      char marker[64];
+      snprintf(marker, sizeof marker, "host-kill-%d-%d-%d", (int)getpid(), r,
+               step);
+      int p[2];
+      assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+      pid_t host = fork();
+      assert_true(host >= 0);
+      if (host == 0) {
+        close(p[0]);
+        host_main(p[1], marker, daemon);
+      }
+      close(p[1]);
+      char c;
+      assert_int_equal(read(p[0], &c, 1), 1); /* about to spawn */
+      sleep_ms(step);
+      fcntl(p[0], F_SETFL, O_NONBLOCK);
+      int launcher = read_launcher(p[0]);
+      uint64_t ns = execution_ns(launcher, marker);
+      long uid = -1;
+      int pids[8];
+      if (getuid() == 0 && marked_pids(marker, pids, 8) > 0) {
+        long u = tree_uid(pids[0]);
+        uid = u > 0 ? u : -1; /* the execution's own identity */
+      }
+      kill(host, SIGKILL);
+      waitpid(host, NULL, 0);
+      close(p[0]);
+      char what[96];
+      snprintf(what, sizeof what, "host killed %d ms after spawn%s", step,
+               daemon ? " (a daemonized payload)" : "");
+      assert_nothing_left(ns, marker, uid, what);
+    }
+  harness_finish(&h);
+}
+
+/* The first marked process whose command line starts with `prefix`. */
+static int marked_starting(const char* marker, const char* prefix) {
+  int pids[64];
+  int n = marked_pids(marker, pids, 64);
+  for (int i = 0; i < n && i < 64; i++) {
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", pids[i]);
+    FILE* f = fopen(path, "re");
+    if (f == NULL)
+      continue;
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    if (strncmp(buf, prefix, strlen(prefix)) == 0)
+      return pids[i];
+  }
+  return -1;
+}
+
+/* bwrap's monitor, or the sandbox's init, is killed 0..15 ms after it
+ * appeared: the execution ends, and nothing of it is left. */
+static void kill_member_at_every_step(const char* prefix, const char* name) {
+  harness_t h;
+  harness_init(&h, 240000);
+  if (!bwrap_or_skip(&h))
+    return;
+  maelys_executor_plan_t* plan = fixture_plan(0, 0);
+  for (int r = 0; r < rounds(); r++)
+    for (int step = 0; step <= 15; step++) {
+      char marker[64];
+      snprintf(marker, sizeof marker, "%s-kill-%d-%d-%d", name, (int)getpid(),
+               r, step);
+      maelys_execution_request_t* req =
+          request_fixture("bubblewrap", ARGS("sleep", "600000", marker));
+      maelys_execution_t* e = NULL;
+      char* err = NULL;
+      if (maelys_execution_spawn(h.executor, plan, req, &e, &err) != 0)
+        fail_msg("spawn: %s", err);
+      waited_t w;
+      memset(&w, 0, sizeof w);
+      maelys_execution_wait(e, waited_cb, &w, NULL);
+      int target = -1;
+      for (int tries = 0; tries < 2000 && target < 0; tries++) {
+        target = marked_starting(marker, prefix);
+        if (target < 0)
+          sleep_ms(1);
+      }
+      if (target < 0)
+        fail_msg("no %s appeared", name);
+      sleep_ms(step);
+      uint64_t ns = execution_ns(maelys_execution_pid(e), marker);
+      long uid = getuid() == 0 ? tree_uid(target) : -1;
+      kill(target, SIGKILL);
+      harness_run_until(&h, &w.done);
+      char what[96];
+      snprintf(what, sizeof what, "%s killed %d ms after it appeared", name,
+               step);
+      assert_nothing_left(ns, marker, uid, what);
+      maelys_execution_release(e);
+      maelys_execution_request_destroy(req);
+    }
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+static void test_bwrap_monitor_killed(void** state) {
+  (void)state;
+  kill_member_at_every_step("bwrap", "bwrap's monitor");
+}
+
+static void test_sandbox_init_killed(void** state) {
+  (void)state;
+  kill_member_at_every_step("/.maelys/helper", "the sandbox's init");
+}
+
+/* This user's probe directories. */
+static int probe_dirs(char names[][256], int max) {
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "maelys-probe-%u-", (unsigned)geteuid());
+  DIR* d = opendir("/tmp");
+  int n = 0;
+  struct dirent* e;
+  while (d != NULL && (e = readdir(d)) != NULL)
+    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && n < max)
+      snprintf(names[n++], 256, "%s", e->d_name);
+  if (d != NULL)
+    closedir(d);
+  return n;
+}
+
+/* Every process below `pid` (a /proc scan of parent pids). */
+static int descendants(int pid, int* out, int max) {
+  int n = 0;
+  out[n++] = pid;
+  for (int i = 0; i < n; i++) {
+    DIR* d = opendir("/proc");
+    struct dirent* e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+      if (e->d_name[0] < '1' || e->d_name[0] > '9')
+        continue;
+      char path[300], text[512];
+      snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+      FILE* f = fopen(path, "re");
+      if (f == NULL)
+        continue;
+      size_t got = fread(text, 1, sizeof text - 1, f);
+      fclose(f);
+      text[got] = '\0';
+      const char* paren = strrchr(text, ')');
+      int ppid = 0;
+      char st;
+      if (paren != NULL && sscanf(paren + 1, " %c %d", &st, &ppid) == 2 &&
+          ppid == out[i] && n < max)
+        out[n++] = atoi(e->d_name);
+    }
+    if (d != NULL)
+      closedir(d);
+  }
+  return n;
+}
+
+/* A host killed 0..15 ms into a registration probe leaves no process, and
+ * the next registration removes the probe's directory. */
+static void test_host_killed_during_probe(void** state) {
+  (void)state;
+  harness_t check;
+  harness_init(&check, 240000);
+  if (!bwrap_or_skip(&check))
+    return;
+  harness_finish(&check);
+  for (int r = 0; r < rounds(); r++)
+    for (int step = 0; step <= 15; step++) {
+      char before[64][256], after[64][256];
+      int nbefore = probe_dirs(before, 64);
+      int p[2];
+      assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+      pid_t host = fork();
+      assert_true(host >= 0);
+      if (host == 0) {
+        close(p[0]);
+        if (write(p[1], "R", 1) != 1)
+          _exit(2);
+        uv_loop_t loop;
+        maelys_executor_t* ex = NULL;
+        uv_loop_init(&loop);
+        maelys_executor_create(&loop, &ex, NULL);
+        maelys_backend_options_t* o = NULL;
+        maelys_backend_options_create(&o, NULL);
+        maelys_backend_options_set(o, "helper", MAELYS_HELPER, NULL);
+        maelys_executor_register_backend(ex, maelys_backend_bubblewrap(), o,
+                                         NULL);
+        for (;;)
+          pause();
+      }
+      close(p[1]);
+      char c;
+      assert_int_equal(read(p[0], &c, 1), 1);
+      close(p[0]);
+      sleep_ms(step);
+      /* What the probe started so far: the launchers' namespaces. */
+      int tree[256];
+      int n = descendants(host, tree, 256);
+      uint64_t spaces[64];
+      int nspaces = 0;
+      uint64_t mine = tree_pidns(getpid());
+      for (int i = 1; i < n && nspaces < 64; i++) {
+        uint64_t ns = tree_pidns(tree[i]);
+        if (ns != 0 && ns != mine)
+          spaces[nspaces++] = ns;
+      }
+      kill(host, SIGKILL);
+      waitpid(host, NULL, 0);
+      int left = tree_wait_gone(tree + 1, (size_t)(n - 1), GONE_MS);
+      if (left != 0)
+        fail_msg("a registration killed %d ms in left %d processes", step,
+                 left);
+      for (int i = 0; i < nspaces; i++)
+        if (tree_members(spaces[i], NULL, NULL, 0) != 0)
+          fail_msg("a registration killed %d ms in left a process in its "
+                   "launcher's pid namespace",
+                   step);
+      /* The next registration sweeps what the killed one left on disk. */
+      harness_t next;
+      harness_init(&next, 60000);
+      harness_register_bubblewrap(&next);
+      harness_finish(&next);
+      int nafter = probe_dirs(after, 64);
+      for (int i = 0; i < nafter; i++) {
+        bool old = false;
+        for (int k = 0; k < nbefore; k++)
+          old = old || strcmp(after[i], before[k]) == 0;
+        if (!old)
+          fail_msg("the probe directory /tmp/%s of a registration killed %d "
+                   "ms in outlived the next registration",
+                   after[i], step);
+      }
+    }
+}
+
+/* ---------------------------------------------------------- identities */
+
+static bool root_or_skip(const char* what) {
+  if (getuid() == 0)
+    return true;
+  /* Explicitly optional: invariant 20 is about runs started by root. An
+   * unprivileged user's sandbox necessarily runs as that user, since bwrap
+   * maps only the caller's own uid. */
+  print_message("SKIPPED: %s: invariant 20 applies to runs started by root "
+                "(this run is uid %u)\n",
+                what, (unsigned)getuid());
+  skip();
+  return false;
+}
+
+/* The receipt's identity uid, or -1. */
+static long receipt_uid(maelys_execution_t* e) {
+  char* json = NULL;
+  if (maelys_execution_receipt(e, &json, NULL) != MAELYS_EXECUTOR_OK)
+    return -1;
+  const char* at = strstr(json, "\"identity\"");
+  long uid = -1;
+  if (at != NULL && (at = strstr(at, "\"uid\":")) != NULL)
+    uid = atol(at + 6);
+  maelys_executor_string_free(json);
+  return uid;
+}
+
+#define PER_HOST 100
+
+/* Starts PER_HOST sandboxes at once, waits until all run, writes their
+ * identities (one per line) on `out` once `go` says the other host's are
+ * running too, then stops them. */
+static void identity_host(int out, int ready_fd, int go_fd) {
+  harness_t h;
+  harness_init(&h, 240000);
+  harness_register_bubblewrap(&h);
+  maelys_executor_plan_t* plan = fixture_plan(0, 0);
+  maelys_execution_t* e[PER_HOST];
+  maelys_execution_request_t* req[PER_HOST];
+  collected_t col[PER_HOST];
+  for (int i = 0; i < PER_HOST; i++) {
+    req[i] = request_fixture("bubblewrap", ARGS("term-line", "1"));
+    char* err = NULL;
+    if (maelys_execution_spawn(h.executor, plan, req[i], &e[i], &err) != 0) {
+      fprintf(stderr, "spawn %d: %s\n", i, err);
+      _exit(3);
+    }
+    uv_stream_t* s = NULL;
+    maelys_execution_stream(e[i], MAELYS_EXEC_STREAM_STDOUT, &s, NULL);
+    collect_start(s, &col[i]);
+  }
+  for (int i = 0; i < PER_HOST; i++)
+    while (strstr(col[i].data ? col[i].data : "", "ready") == NULL)
+      uv_run(&h.loop, UV_RUN_ONCE);
+  char c = 'r';
+  if (write(ready_fd, &c, 1) != 1 || read(go_fd, &c, 1) != 1)
+    _exit(4);
+  waited_t w[PER_HOST];
+  memset(w, 0, sizeof w);
+  for (int i = 0; i < PER_HOST; i++) {
+    maelys_execution_wait(e[i], waited_cb, &w[i], NULL);
+    maelys_execution_stop(e[i], MAELYS_EXEC_STOP_FORCED, NULL, NULL, NULL);
+  }
+  for (int i = 0; i < PER_HOST; i++) {
+    harness_run_until(&h, &w[i].done);
+    char line[32];
+    int n = snprintf(line, sizeof line, "%ld\n", receipt_uid(e[i]));
+    if (write(out, line, (size_t)n) != n)
+      _exit(5);
+    maelys_execution_release(e[i]);
+    maelys_execution_request_destroy(req[i]);
+    collected_free(&col[i]);
+  }
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+  _exit(0);
+}
+
+/* Two hosts start 100 sandboxes each at once: 200 distinct host uids, none
+ * 65534, all inside the backend's identity range. */
+static void test_identities_are_distinct(void** state) {
+  (void)state;
+  if (!root_or_skip("per-execution identities"))
+    return;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  harness_finish(&h);
+  int out[2], ready[2], go[2];
+  assert_int_equal(pipe(out), 0);
+  assert_int_equal(pipe(ready), 0);
+  assert_int_equal(pipe(go), 0);
+  pid_t hosts[2];
+  for (int k = 0; k < 2; k++) {
+    hosts[k] = fork();
+    assert_true(hosts[k] >= 0);
+    if (hosts[k] == 0) {
+      close(out[0]);
+      close(ready[0]);
+      close(go[1]);
+      identity_host(out[1], ready[1], go[0]);
+    }
+  }
+  close(out[1]);
+  close(ready[1]);
+  close(go[0]);
+  char c;
+  for (int k = 0; k < 2; k++)
+    assert_int_equal(read(ready[0], &c, 1), 1);
+  /* All 200 run at this point. */
+  assert_int_equal(write(go[1], "gg", 2), 2);
+  FILE* f = fdopen(out[0], "r");
+  long uids[2 * PER_HOST];
+  int n = 0;
+  char line[32];
+  while (n < 2 * PER_HOST && fgets(line, sizeof line, f) != NULL)
+    uids[n++] = atol(line);
+  fclose(f);
+  for (int k = 0; k < 2; k++) {
+    int st = 0;
+    waitpid(hosts[k], &st, 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  assert_int_equal(n, 2 * PER_HOST);
+  for (int i = 0; i < n; i++) {
+    if (uids[i] < 1879048192L || uids[i] >= 1879048192L + 65536)
+      fail_msg("identity %ld is outside the default range", uids[i]);
+    for (int j = i + 1; j < n; j++)
+      if (uids[i] == uids[j])
+        fail_msg("two simultaneous sandboxes shared the host uid %ld", uids[i]);
+  }
+  close(ready[0]);
+  close(go[1]);
+}
+
+/* With a small range of identities, a host is killed while its sandbox
+ * holds one: a new start (at once, and its registration probe's sandboxes)
+ * never gets an identity while any process of the dead host's sandbox still
+ * has it. */
+static void test_identity_not_reused_while_alive(void** state) {
+  (void)state;
+  if (!root_or_skip("identity reuse"))
+    return;
+  static const char* range = "1879900000:6";
+  for (int r = 0; r < 4 * rounds(); r++) {
+    char marker[64];
+    snprintf(marker, sizeof marker, "reuse-%d-%d", (int)getpid(), r);
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    pid_t host = fork();
+    assert_true(host >= 0);
+    if (host == 0) {
+      close(p[0]);
+      harness_t hh;
+      harness_init(&hh, 60000);
+      maelys_backend_options_t* o = NULL;
+      maelys_backend_options_create(&o, NULL);
+      maelys_backend_options_set(o, "helper", MAELYS_HELPER, NULL);
+      maelys_backend_options_set(o, "identity_range", range, NULL);
+      maelys_executor_register_backend(hh.executor, maelys_backend_bubblewrap(),
+                                       o, NULL);
+      maelys_executor_plan_t* plan = fixture_plan(0, 0);
+      maelys_execution_request_t* req =
+          request_fixture("bubblewrap", ARGS("term-line", "1", marker));
+      collected_t out;
+      maelys_execution_t* e = NULL;
+      if (maelys_execution_spawn(hh.executor, plan, req, &e, NULL) != 0)
+        _exit(3);
+      uv_stream_t* s = NULL;
+      maelys_execution_stream(e, MAELYS_EXEC_STREAM_STDOUT, &s, NULL);
+      collect_start(s, &out);
+      while (strstr(out.data ? out.data : "", "ready") == NULL)
+        uv_run(&hh.loop, UV_RUN_ONCE);
+      if (write(p[1], "R", 1) != 1)
+        _exit(4);
+      for (;;)
+        pause();
+    }
+    close(p[1]);
+    char c;
+    assert_int_equal(read(p[0], &c, 1), 1);
+    close(p[0]);
+    kill(host, SIGKILL);
+    waitpid(host, NULL, 0);
+    /* At once, a new start with the same single identity. */
+    harness_t h;
+    harness_init(&h, 60000);
+    maelys_backend_options_t* o = NULL;
+    maelys_backend_options_create(&o, NULL);
+    maelys_backend_options_set(o, "helper", MAELYS_HELPER, NULL);
+    maelys_backend_options_set(o, "identity_range", range, NULL);
+    assert_int_equal(maelys_executor_register_backend(
+                         h.executor, maelys_backend_bubblewrap(), o, NULL),
+                     0);
+    maelys_backend_options_destroy(o);
+    maelys_executor_plan_t* plan = fixture_plan(0, 0);
+    char mine[64];
+    snprintf(mine, sizeof mine, "reuse-new-%d-%d", (int)getpid(), r);
+    maelys_execution_request_t* req =
+        request_fixture("bubblewrap", ARGS("term-line", "1", mine));
+    collected_t out;
+    maelys_execution_t* e = NULL;
+    assert_int_equal(maelys_execution_spawn(h.executor, plan, req, &e, NULL),
+                     0);
+    uv_stream_t* s = NULL;
+    maelys_execution_stream(e, MAELYS_EXEC_STREAM_STDOUT, &s, NULL);
+    collect_start(s, &out);
+    waited_t w;
+    memset(&w, 0, sizeof w);
+    maelys_execution_wait(e, waited_cb, &w, NULL);
+    while (!out.eof && !w.done &&
+           strstr(out.data ? out.data : "", "ready") == NULL)
+      uv_run(&h.loop, UV_RUN_ONCE);
+    if (strstr(out.data ? out.data : "", "ready") != NULL) {
+      /* It runs: no process of the dead host's sandbox that is still alive
+       * may have its identity. */
+      int pids[64], old[64];
+      int n = marked_pids(mine, pids, 64);
+      int nold = marked_pids(marker, old, 64);
+      for (int i = 0; i < n && i < 64; i++)
+        for (int k = 0; k < nold && k < 64; k++)
+          if (tree_alive(old[k]) && tree_uid(old[k]) == tree_uid(pids[i]))
+            fail_msg("round %d: the identity %ld was given to a new sandbox "
+                     "while a process of the killed host's sandbox still "
+                     "had it",
+                     r, tree_uid(pids[i]));
+      maelys_execution_stop(e, MAELYS_EXEC_STOP_FORCED, NULL, NULL, NULL);
+    } else {
+      /* Refused, since it was in use: said so, never shared. */
+      harness_run_until(&h, &w.done);
+      assert_int_equal(w.status.outcome, MAELYS_EXEC_OUTCOME_LAUNCH_FAILED);
+      if (strstr(w.message, "in use") == NULL)
+        fail_msg("round %d: unexpected launch failure: %s", r, w.message);
+    }
+    harness_run_until(&h, &w.done);
+    maelys_execution_release(e);
+    collected_free(&out);
+    maelys_execution_request_destroy(req);
+    maelys_executor_plan_destroy(plan);
+    harness_finish(&h);
+    int pids[8];
+    assert_int_equal(
+        tree_wait_gone(pids, (size_t)marked_pids(marker, pids, 8), GONE_MS), 0);
+  }
+}
+
+/* A host process running as 65534 (nobody, which every sandbox was before)
+ * cannot enter a root-started sandbox: not its root, not its namespaces. */
+static void test_nobody_cannot_enter(void** state) {
+  (void)state;
+  if (!root_or_skip("nobody entering a sandbox"))
+    return;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  maelys_executor_plan_t* plan = fixture_plan(0, 0);
+  char marker[64];
+  snprintf(marker, sizeof marker, "enter-%d", (int)getpid());
+  maelys_execution_request_t* req =
+      request_fixture("bubblewrap", ARGS("term-line", "1", marker));
+  maelys_execution_t* e = NULL;
+  assert_int_equal(maelys_execution_spawn(h.executor, plan, req, &e, NULL), 0);
+  uv_stream_t* s = NULL;
+  collected_t out;
+  maelys_execution_stream(e, MAELYS_EXEC_STREAM_STDOUT, &s, NULL);
+  collect_start(s, &out);
+  while (strstr(out.data ? out.data : "", "ready") == NULL)
+    uv_run(&h.loop, UV_RUN_ONCE);
+  int pids[16];
+  int n = marked_pids(marker, pids, 16);
+  assert_true(n >= 3);
+  pid_t child = fork();
+  if (child == 0) {
+    if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+        setresuid(65534, 65534, 65534) != 0)
+      _exit(2);
+    for (int i = 0; i < n; i++) {
+      char path[64];
+      snprintf(path, sizeof path, "/proc/%d/root/", pids[i]);
+      int fd = open(path, O_RDONLY | O_DIRECTORY);
+      if (fd >= 0)
+        _exit(10 + i);
+      static const char* const spaces[] = {"mnt", "pid", "user", "net"};
+      for (int k = 0; k < 4; k++) {
+        snprintf(path, sizeof path, "/proc/%d/ns/%s", pids[i], spaces[k]);
+        fd = open(path, O_RDONLY);
+        if (fd >= 0 && setns(fd, 0) == 0)
+          _exit(40 + i);
+        if (fd >= 0)
+          close(fd);
+      }
+      if (kill(pids[i], 0) == 0)
+        _exit(70 + i);
+    }
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(child, &st, 0);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fail_msg("uid 65534 reached into the sandbox (code %d)",
+             WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  waited_t w;
+  memset(&w, 0, sizeof w);
+  maelys_execution_wait(e, waited_cb, &w, NULL);
+  maelys_execution_stop(e, MAELYS_EXEC_STOP_FORCED, NULL, NULL, NULL);
+  harness_run_until(&h, &w.done);
+  maelys_execution_release(e);
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+/* ------------------------------------------------------------- ceilings */
+
+/* A fork bomb stops at the task ceiling, and the host can still fork. */
+static void test_fork_bomb_stops_at_ceiling(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  maelys_executor_plan_t* plan = fixture_plan(64, 0);
+  maelys_execution_request_t* req =
+      request_fixture("bubblewrap", ARGS("forkbomb"));
+  collected_t out;
+  waited_t w;
+  run_capture(&h, plan, req, &out, &w);
+  int forked = -1, err = 0;
+  const char* at = strstr(out.data ? out.data : "", "forked=");
+  if (at == NULL || sscanf(at, "forked=%d:%d", &forked, &err) != 2)
+    fail_msg("no fork count: %s", out.data ? out.data : "");
+  if (forked >= 64 || err != EAGAIN)
+    fail_msg("the sandbox forked %d times (errno %d) under a ceiling of 64",
+             forked, err);
+  pid_t p = fork();
+  assert_true(p >= 0);
+  if (p == 0)
+    _exit(0);
+  waitpid(p, NULL, 0);
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+/* 50 children allocating memory are stopped by the sandbox-wide memory
+ * ceiling where the backend proved it; where it did not, a plan with an
+ * explicit memory ceiling is refused, naming the capability. Either way the
+ * receipt of a run records the limits. */
+static void test_memory_ceiling(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 120000);
+  if (!bwrap_or_skip(&h))
+    return;
+  uint64_t mask = 0;
+  maelys_executor_backend_capabilities(h.executor, "bubblewrap", &mask, NULL);
+  maelys_executor_plan_t* plan = fixture_plan(256, UINT64_C(64) << 20);
+  maelys_execution_request_t* req =
+      request_fixture("bubblewrap", ARGS("children-alloc", "50", "4"));
+  if (!(mask & MAELYS_BACKEND_CAP_LIMIT_MEMORY)) {
+    char* why = NULL;
+    maelys_executor_backend_missing_reason(
+        h.executor, "bubblewrap", MAELYS_BACKEND_CAP_LIMIT_MEMORY, &why, NULL);
+    print_message("memory ceiling not proved here: %s\n", why);
+    assert_non_null(strstr(why, "memory: unbounded"));
+    maelys_executor_string_free(why);
+    maelys_execution_t* e = NULL;
+    char* err = NULL;
+    assert_int_equal(maelys_execution_spawn(h.executor, plan, req, &e, &err),
+                     MAELYS_EXECUTOR_ERR_CAPABILITY);
+    assert_non_null(strstr(err, "limit_memory"));
+    assert_null(e);
+    maelys_executor_error_free(err);
+  } else {
+    maelys_execution_t* e = NULL;
+    char* err = NULL;
+    if (maelys_execution_spawn(h.executor, plan, req, &e, &err) != 0)
+      fail_msg("spawn: %s", err);
+    uv_stream_t* s = NULL;
+    collected_t out;
+    maelys_execution_stream(e, MAELYS_EXEC_STREAM_STDOUT, &s, NULL);
+    collect_start(s, &out);
+    waited_t w;
+    memset(&w, 0, sizeof w);
+    maelys_execution_wait(e, waited_cb, &w, NULL);
+    maelys_execution_stop(e, MAELYS_EXEC_STOP_GRACEFUL_THEN_FORCED, NULL, NULL,
+                          NULL);
+    /* Stopped only after a grace long enough for 200 MiB. */
+    harness_run_until(&h, &w.done);
+    if (strstr(out.data ? out.data : "", "allocated=50") != NULL)
+      fail_msg("50 children touched 200 MiB under a 64 MiB ceiling");
+    char* receipt = NULL;
+    assert_int_equal(maelys_execution_receipt(e, &receipt, NULL), 0);
+    assert_non_null(strstr(receipt, "\"memory\": 67108864"));
+    assert_non_null(strstr(receipt, "\"tasks\": 256"));
+    const char* peak = strstr(receipt, "\"memory_peak_bytes\": ");
+    assert_non_null(peak);
+    assert_true(atoll(peak + 21) <= (64LL << 20));
+    maelys_executor_string_free(receipt);
+    maelys_execution_release(e);
+    collected_free(&out);
+  }
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_host_killed_at_every_step),
+      cmocka_unit_test(test_bwrap_monitor_killed),
+      cmocka_unit_test(test_sandbox_init_killed),
+      cmocka_unit_test(test_host_killed_during_probe),
+      cmocka_unit_test(test_identities_are_distinct),
+      cmocka_unit_test(test_identity_not_reused_while_alive),
+      cmocka_unit_test(test_nobody_cannot_enter),
+      cmocka_unit_test(test_fork_bomb_stops_at_ceiling),
+      cmocka_unit_test(test_memory_ceiling),
+  };
+  return cmocka_run_group_tests_name("lifetime", tests, NULL, NULL);
+}
