@@ -1042,7 +1042,9 @@ maelys_execution_spawn(maelys_executor_t* executor,
                                  "the executor was destroyed");
   const maelys__backend_entry_t* backend = NULL;
   maelys_executor_result_t res = MAELYS_EXECUTOR_OK;
-  if (plan->sealed && request->receipt_dir != NULL)
+  if (plan->sealed)
+    res = maelys__executor_check_system_trees(plan, out_error);
+  if (res == MAELYS_EXECUTOR_OK && plan->sealed && request->receipt_dir != NULL)
     res = check_receipt_dir(plan, request->receipt_dir, out_error);
   if (res == MAELYS_EXECUTOR_OK)
     res = check_request(executor, plan, request, &backend, out_error);

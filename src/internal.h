@@ -134,6 +134,12 @@ int maelys__executor_plan_encode(const maelys_executor_plan_t* plan,
 size_t maelys__executor_plan_writable_paths(const maelys_executor_plan_t* plan,
                                             const char** out, size_t max);
 
+/* Invariant 18: refuses a plan that makes a host system tree writable (by
+ * name, and by identity for paths that exist). */
+maelys_executor_result_t
+maelys__executor_check_system_trees(const maelys_executor_plan_t* plan,
+                                    char** out_error);
+
 /* Names of rlimit resources, "" for index 0. */
 extern const char* const maelys__executor_rlimit_names[MAELYS__RLIMIT_COUNT];
 /* The RLIMIT_* value of a maelys_executor_rlimit_t. */
