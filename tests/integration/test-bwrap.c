@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -476,6 +477,65 @@ static void test_setid_never_leaves(void** state) {
   maelys_execution_request_destroy(req);
   maelys_executor_plan_destroy(plan);
   rm_rf(s.dir);
+  harness_finish(&h);
+}
+
+/* Invariant 18: no route makes a host system tree writable -- by name, and
+ * (as root) through a bind mount of /etc elsewhere; a directory of one's own
+ * under /var/lib stays fine. */
+static void test_system_trees_never_writable(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  char alias[] = "/tmp/maelys-alias-XXXXXX";
+  assert_non_null(mkdtemp(alias));
+  bool mounted =
+      getuid() == 0 && mount("/etc", alias, NULL, MS_BIND, NULL) == 0;
+  const char* refused[] = {"/etc", "/usr/share", "/",
+                           "/var", "/home",      "/root",
+                           "/lib", "/run/user",  mounted ? alias : NULL};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    if (refused[i] == NULL)
+      continue;
+    for (int as_bind = 0; as_bind < 2; as_bind++) {
+      maelys_executor_plan_t* p = NULL;
+      assert_int_equal(maelys_executor_plan_create(&p, NULL), 0);
+      assert_int_equal(maelys_executor_plan_set_root(
+                           p, MAELYS_EXECUTOR_ROOT_READONLY, 0, NULL),
+                       0);
+      assert_int_equal(maelys_executor_plan_set_network(
+                           p, MAELYS_EXECUTOR_NETWORK_NONE, NULL),
+                       0);
+      if (as_bind)
+        assert_int_equal(
+            maelys_executor_plan_add_bind(p, refused[i], "/w", 1,
+                                          MAELYS_EXECUTOR_MISSING_SKIP, NULL),
+            0);
+      else
+        assert_int_equal(maelys_executor_plan_add_rule(
+                             p, refused[i], MAELYS_EXECUTOR_ACCESS_WRITE,
+                             MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),
+                         0);
+      assert_int_equal(maelys_executor_plan_seal(p, NULL), 0);
+      maelys_execution_request_t* req =
+          request_fixture("bubblewrap", ARGS("exit", "0"));
+      maelys_execution_t* e = NULL;
+      char* err = NULL;
+      assert_int_equal(maelys_execution_spawn(h.executor, p, req, &e, &err),
+                       MAELYS_EXECUTOR_ERR_DENIED);
+      if (strstr(err, "system tree") == NULL)
+        fail_msg("%s: %s", refused[i], err);
+      assert_null(e);
+      maelys_executor_error_free(err);
+      maelys_execution_request_destroy(req);
+      maelys_executor_plan_destroy(p);
+    }
+  }
+  if (mounted)
+    umount2(alias, MNT_DETACH);
+  rmdir(alias);
   harness_finish(&h);
 }
 
@@ -1043,6 +1103,7 @@ int main(void) {
       cmocka_unit_test(test_launch_errors),
       cmocka_unit_test(test_escapes_blocked),
       cmocka_unit_test(test_setid_never_leaves),
+      cmocka_unit_test(test_system_trees_never_writable),
       cmocka_unit_test(test_allowed_twins),
       cmocka_unit_test(test_never_host_root),
       cmocka_unit_test(test_32bit_entries_killed),
