@@ -15,15 +15,19 @@
  * written, closed or duplicated here.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "mcpx.h"
+
+typedef struct runner runner_t;
 
 typedef enum cmd_kind { CMD_SPAWN, CMD_STOP, CMD_RELEASE } cmd_kind_t;
 
@@ -46,7 +50,8 @@ typedef struct cmd {
 } cmd_t;
 
 struct maelys__mcpx_instance {
-  maelys_mcp_executor_host_t* host;
+  maelys_mcp_executor_host_t* owner_host;
+  runner_t* host;
   /* Loop thread only. */
   maelys_execution_t* execution;
   maelys__mcpx_instance_t* next;
@@ -63,9 +68,7 @@ typedef enum host_state {
   HOST_STOPPED
 } host_state_t;
 
-struct maelys_mcp_executor_host {
-  atomic_uint refs;
-  pid_t owner;
+struct runner {
   pthread_t thread;
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -89,10 +92,6 @@ struct maelys_mcp_executor_host {
   void* setup_data;
 };
 
-bool maelys__mcpx_host_owned(const maelys_mcp_executor_host_t* host) {
-  return host != NULL && host->owner == getpid();
-}
-
 static void deadline_after(struct timespec* ts, unsigned ms) {
   clock_gettime(CLOCK_MONOTONIC, ts);
   ts->tv_sec += ms / 1000;
@@ -104,7 +103,7 @@ static void deadline_after(struct timespec* ts, unsigned ms) {
 }
 
 /* Waits on the host's condition until *flag or the deadline; mu held. */
-static bool wait_flag(maelys_mcp_executor_host_t* host, const bool* flag,
+static bool wait_flag(runner_t* host, const bool* flag,
                       const struct timespec* deadline) {
   while (!*flag)
     if (pthread_cond_timedwait(&host->cv, &host->mu, deadline) == ETIMEDOUT)
@@ -115,7 +114,7 @@ static bool wait_flag(maelys_mcp_executor_host_t* host, const bool* flag,
 /* ------------------------------------------------------- loop thread side */
 
 static void instance_unlink(maelys__mcpx_instance_t* inst) {
-  maelys_mcp_executor_host_t* host = inst->host;
+  runner_t* host = inst->host;
   if (inst->prev != NULL)
     inst->prev->next = inst->next;
   else if (host->live == inst)
@@ -166,7 +165,7 @@ static void cleanup_abandoned(cmd_t* c) {
   free(c);
 }
 
-static void complete(maelys_mcp_executor_host_t* host, cmd_t* c) {
+static void complete(runner_t* host, cmd_t* c) {
   pthread_mutex_lock(&host->mu);
   bool abandoned = c->abandoned;
   if (!abandoned) {
@@ -178,7 +177,7 @@ static void complete(maelys_mcp_executor_host_t* host, cmd_t* c) {
     cleanup_abandoned(c);
 }
 
-static void do_spawn(maelys_mcp_executor_host_t* host, cmd_t* c) {
+static void do_spawn(runner_t* host, cmd_t* c) {
   maelys__mcpx_instance_t* inst = c->instance;
   char* error = NULL;
   maelys_execution_t* execution = NULL;
@@ -223,7 +222,7 @@ static void do_spawn(maelys_mcp_executor_host_t* host, cmd_t* c) {
 }
 
 static void on_ack_timer(uv_timer_t* timer) {
-  maelys_mcp_executor_host_t* host = timer->data;
+  runner_t* host = timer->data;
   /* A release's handles were closed a loop turn ago; their close callbacks
    * (which free what libuv has not closed synchronously) have run. */
   while (host->acks != NULL) {
@@ -233,7 +232,7 @@ static void on_ack_timer(uv_timer_t* timer) {
   }
 }
 
-static void process(maelys_mcp_executor_host_t* host, cmd_t* c) {
+static void process(runner_t* host, cmd_t* c) {
   switch (c->kind) {
   case CMD_SPAWN:
     do_spawn(host, c);
@@ -262,7 +261,7 @@ static void process(maelys_mcp_executor_host_t* host, cmd_t* c) {
   }
 }
 
-static void teardown(maelys_mcp_executor_host_t* host) {
+static void teardown(runner_t* host) {
   if (host->closing)
     return;
   host->closing = true;
@@ -279,7 +278,7 @@ static void teardown(maelys_mcp_executor_host_t* host) {
 }
 
 static void on_async(uv_async_t* async) {
-  maelys_mcp_executor_host_t* host = async->data;
+  runner_t* host = async->data;
   pthread_mutex_lock(&host->mu);
   cmd_t* list = host->head;
   host->head = NULL;
@@ -313,7 +312,7 @@ static void close_any(uv_handle_t* handle, void* arg) {
 }
 
 static void* host_main(void* arg) {
-  maelys_mcp_executor_host_t* host = arg;
+  runner_t* host = arg;
   char* error = NULL;
   maelys_executor_result_t r = MAELYS_EXECUTOR_OK;
   int uv = uv_loop_init(&host->loop);
@@ -374,41 +373,182 @@ static void* host_main(void* arg) {
   return NULL;
 }
 
-/* ------------------------------------------------------------ the host */
+/* ------------------------------------------------------------ runners */
 
-static void host_free(maelys_mcp_executor_host_t* host) {
-  pthread_mutex_destroy(&host->mu);
-  pthread_cond_destroy(&host->cv);
-  free(host->setup_error);
-  free(host);
+static void runner_free(runner_t* runner) {
+  pthread_mutex_destroy(&runner->mu);
+  pthread_cond_destroy(&runner->cv);
+  free(runner->setup_error);
+  free(runner);
 }
 
 /* Asks the thread to stop and joins it if it does so within the bound;
- * otherwise leaves it to free the host itself. */
-static void host_stop(maelys_mcp_executor_host_t* host) {
-  pthread_mutex_lock(&host->mu);
-  host->shutdown = true;
-  /* A host whose setup failed has already closed its async handle. */
-  bool running = host->state == HOST_RUNNING;
-  pthread_mutex_unlock(&host->mu);
+ * otherwise leaves it to free the runner itself. */
+static void runner_stop(runner_t* runner) {
+  pthread_mutex_lock(&runner->mu);
+  runner->shutdown = true;
+  /* A runner whose setup failed has already closed its async handle. */
+  bool running = runner->state == HOST_RUNNING;
+  pthread_mutex_unlock(&runner->mu);
   if (running)
-    uv_async_send(&host->async);
-  pthread_mutex_lock(&host->mu);
+    uv_async_send(&runner->async);
+  pthread_mutex_lock(&runner->mu);
   struct timespec deadline;
   deadline_after(&deadline, MAELYS__MCPX_ACK_MS);
-  while (host->state != HOST_STOPPED)
-    if (pthread_cond_timedwait(&host->cv, &host->mu, &deadline) == ETIMEDOUT)
+  while (runner->state != HOST_STOPPED)
+    if (pthread_cond_timedwait(&runner->cv, &runner->mu, &deadline) ==
+        ETIMEDOUT)
       break;
-  bool stopped = host->state == HOST_STOPPED;
+  bool stopped = runner->state == HOST_STOPPED;
   if (!stopped)
-    host->orphaned = true;
-  pthread_mutex_unlock(&host->mu);
+    runner->orphaned = true;
+  pthread_mutex_unlock(&runner->mu);
   if (stopped) {
-    pthread_join(host->thread, NULL);
-    host_free(host);
+    pthread_join(runner->thread, NULL);
+    runner_free(runner);
   } else {
-    pthread_detach(host->thread);
+    pthread_detach(runner->thread);
   }
+}
+
+static maelys_executor_result_t runner_start(maelys_mcp_executor_setup_fn setup,
+                                             void* data, runner_t** out,
+                                             char** out_error) {
+  runner_t* runner = calloc(1, sizeof *runner);
+  if (runner == NULL)
+    return maelys__mcpx_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                             "out of memory");
+  runner->tail = &runner->head;
+  runner->state = HOST_STARTING;
+  runner->setup = setup;
+  runner->setup_data = data;
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&runner->cv, &attr);
+  pthread_condattr_destroy(&attr);
+  pthread_mutex_init(&runner->mu, NULL);
+  /* The thread starts with every signal blocked, so no handler of the
+   * embedder's ever runs on it and a process-directed signal goes to one of
+   * the embedder's own threads. The Executor resets the mask in children. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int err = pthread_create(&runner->thread, NULL, host_main, runner);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (err != 0) {
+    runner_free(runner);
+    return maelys__mcpx_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                             "cannot start the launcher's loop thread: %s",
+                             strerror(err));
+  }
+  /* The setup registers backends, whose probes run real sandboxes under the
+   * Executor's own deadlines; this wait lasts as long as the setup. */
+  pthread_mutex_lock(&runner->mu);
+  while (runner->state == HOST_STARTING)
+    pthread_cond_wait(&runner->cv, &runner->mu);
+  maelys_executor_result_t r = runner->setup_result;
+  char* error = runner->setup_error;
+  runner->setup_error = NULL;
+  pthread_mutex_unlock(&runner->mu);
+  if (r != MAELYS_EXECUTOR_OK) {
+    runner_stop(runner);
+    if (out_error != NULL && *out_error == NULL)
+      *out_error = error;
+    else
+      free(error);
+    return r;
+  }
+  *out = runner;
+  return MAELYS_EXECUTOR_OK;
+}
+
+/* ------------------------------------------------------------ the host */
+
+/*
+ * The loop thread runs only while the host has work: it is started (and the
+ * setup, with its probes, run again) by the first launch, and stopped when
+ * the last execution is released. An idle launcher therefore holds no
+ * thread and no descriptor, which is what mcp-runtime's suites measure: the
+ * open-descriptor count around a launcher's launches must not move.
+ *
+ * libuv closes descriptors 0-2 nowhere (uv__close asserts they are above
+ * 2), and every descriptor the loop or the Executor creates takes the lowest
+ * free number. So while the thread runs, a standard descriptor the embedder
+ * left closed is held on /dev/null (close-on-exec) and released with the
+ * thread; the embedder's open descriptors 0-2 are never read, written,
+ * closed or replaced.
+ */
+struct maelys_mcp_executor_host {
+  atomic_uint refs;
+  pid_t owner;
+  pthread_mutex_t life;
+  /* Under life. */
+  runner_t* runner;
+  size_t users;
+  bool held[3];
+  struct stat held_stat[3];
+  maelys_mcp_executor_setup_fn setup;
+  void* setup_data;
+};
+
+bool maelys__mcpx_host_owned(const maelys_mcp_executor_host_t* host) {
+  return host != NULL && host->owner == getpid();
+}
+
+static void hold_standard_fds(maelys_mcp_executor_host_t* host) {
+  for (int fd = 0; fd < 3; fd++) {
+    host->held[fd] = false;
+    if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+      continue;
+    int got = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (got == fd && fstat(fd, &host->held_stat[fd]) == 0)
+      host->held[fd] = true;
+    else if (got >= 0 && got != fd)
+      close(got); /* another thread took the slot first */
+  }
+}
+
+static void release_standard_fds(maelys_mcp_executor_host_t* host) {
+  for (int fd = 0; fd < 3; fd++) {
+    struct stat st;
+    /* Only our own placeholder, still in place, is closed. */
+    if (host->held[fd] && fstat(fd, &st) == 0 &&
+        st.st_dev == host->held_stat[fd].st_dev &&
+        st.st_ino == host->held_stat[fd].st_ino)
+      close(fd);
+    host->held[fd] = false;
+  }
+}
+
+/* One more user of the thread, starting it when there was none. */
+static maelys_executor_result_t host_acquire(maelys_mcp_executor_host_t* host,
+                                             runner_t** out, char** out_error) {
+  pthread_mutex_lock(&host->life);
+  maelys_executor_result_t r = MAELYS_EXECUTOR_OK;
+  if (host->runner == NULL) {
+    hold_standard_fds(host);
+    r = runner_start(host->setup, host->setup_data, &host->runner, out_error);
+    if (r != MAELYS_EXECUTOR_OK)
+      release_standard_fds(host);
+  }
+  if (r == MAELYS_EXECUTOR_OK) {
+    host->users++;
+    *out = host->runner;
+  }
+  pthread_mutex_unlock(&host->life);
+  return r;
+}
+
+/* One fewer; the last stops the thread (bounded). */
+static void host_unuse(maelys_mcp_executor_host_t* host) {
+  pthread_mutex_lock(&host->life);
+  if (host->users > 0 && --host->users == 0 && host->runner != NULL) {
+    runner_stop(host->runner);
+    host->runner = NULL;
+    release_standard_fds(host);
+  }
+  pthread_mutex_unlock(&host->life);
 }
 
 maelys_executor_result_t
@@ -427,48 +567,19 @@ maelys_mcp_executor_host_create(maelys_mcp_executor_setup_fn setup, void* data,
                              "out of memory");
   atomic_init(&host->refs, 1);
   host->owner = getpid();
-  host->tail = &host->head;
-  host->state = HOST_STARTING;
   host->setup = setup;
   host->setup_data = data;
-  pthread_condattr_t attr;
-  pthread_condattr_init(&attr);
-  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-  pthread_cond_init(&host->cv, &attr);
-  pthread_condattr_destroy(&attr);
-  pthread_mutex_init(&host->mu, NULL);
-  /* The thread starts with every signal blocked, so no handler of the
-   * embedder's ever runs on it and a process-directed signal goes to one of
-   * the embedder's own threads. The Executor resets the mask in children. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int err = pthread_create(&host->thread, NULL, host_main, host);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (err != 0) {
-    host_free(host);
-    return maelys__mcpx_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
-                             "cannot start the launcher's loop thread: %s",
-                             strerror(err));
-  }
-  /* The setup registers backends, whose probes run real sandboxes under the
-   * Executor's own deadlines; `data` is borrowed until it returns, so this
-   * wait lasts exactly as long as the setup. */
-  pthread_mutex_lock(&host->mu);
-  while (host->state == HOST_STARTING)
-    pthread_cond_wait(&host->cv, &host->mu);
-  maelys_executor_result_t r = host->setup_result;
-  char* error = host->setup_error;
-  host->setup_error = NULL;
-  pthread_mutex_unlock(&host->mu);
+  pthread_mutex_init(&host->life, NULL);
+  /* The setup runs once now, so that a host whose backends cannot enforce
+   * what it promises fails at creation (a failed hook), not at a launch. */
+  runner_t* runner = NULL;
+  maelys_executor_result_t r = host_acquire(host, &runner, out_error);
   if (r != MAELYS_EXECUTOR_OK) {
-    host_stop(host);
-    if (out_error != NULL)
-      *out_error = error;
-    else
-      free(error);
+    pthread_mutex_destroy(&host->life);
+    free(host);
     return r;
   }
+  host_unuse(host);
   *out_host = host;
   return MAELYS_EXECUTOR_OK;
 }
@@ -481,11 +592,22 @@ void maelys_mcp_executor_host_retain(maelys_mcp_executor_host_t* host) {
 void maelys_mcp_executor_host_release(maelys_mcp_executor_host_t* host) {
   if (host == NULL || atomic_fetch_sub(&host->refs, 1) != 1)
     return;
-  /* In a forked child the thread does not exist and the mutex may have been
+  /* In a forked child the thread does not exist and a mutex may have been
    * held at the fork: the memory is left as it is (the child's copy). */
   if (!maelys__mcpx_host_owned(host))
     return;
-  host_stop(host);
+  pthread_mutex_lock(&host->life);
+  runner_t* runner = host->runner;
+  host->runner = NULL;
+  pthread_mutex_unlock(&host->life);
+  /* Executions still unreleased (a runtime that broke the contract) are
+   * released locally by the stopping thread. */
+  if (runner != NULL) {
+    runner_stop(runner);
+    release_standard_fds(host);
+  }
+  pthread_mutex_destroy(&host->life);
+  free(host);
 }
 
 /* ------------------------------------------------------------ commands */
@@ -499,32 +621,32 @@ refuse_foreign(const maelys_mcp_executor_host_t* host, char** out_error) {
       (int)host->owner);
 }
 
-static maelys_executor_result_t post(maelys_mcp_executor_host_t* host, cmd_t* c,
+static maelys_executor_result_t post(runner_t* runner, cmd_t* c,
                                      char** out_error) {
-  pthread_mutex_lock(&host->mu);
-  if (host->state != HOST_RUNNING || host->shutdown) {
-    pthread_mutex_unlock(&host->mu);
+  pthread_mutex_lock(&runner->mu);
+  if (runner->state != HOST_RUNNING || runner->shutdown) {
+    pthread_mutex_unlock(&runner->mu);
     return maelys__mcpx_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
                              "the launcher's loop thread is not running");
   }
   c->next = NULL;
-  *host->tail = c;
-  host->tail = &c->next;
-  pthread_mutex_unlock(&host->mu);
-  uv_async_send(&host->async);
+  *runner->tail = c;
+  runner->tail = &c->next;
+  pthread_mutex_unlock(&runner->mu);
+  uv_async_send(&runner->async);
   return MAELYS_EXECUTOR_OK;
 }
 
 /* Waits for the command within `ms`; true when done (the caller then owns
  * it again), false when abandoned to the loop. */
-static bool await(maelys_mcp_executor_host_t* host, cmd_t* c, unsigned ms) {
+static bool await(runner_t* runner, cmd_t* c, unsigned ms) {
   struct timespec deadline;
   deadline_after(&deadline, ms);
-  pthread_mutex_lock(&host->mu);
-  bool done = wait_flag(host, &c->done, &deadline);
+  pthread_mutex_lock(&runner->mu);
+  bool done = wait_flag(runner, &c->done, &deadline);
   if (!done)
     c->abandoned = true;
-  pthread_mutex_unlock(&host->mu);
+  pthread_mutex_unlock(&runner->mu);
   return done;
 }
 
@@ -539,6 +661,7 @@ maelys_executor_result_t maelys__mcpx_host_spawn(
   maelys_executor_result_t r;
   cmd_t* c = NULL;
   maelys__mcpx_instance_t* inst = NULL;
+  runner_t* runner = NULL;
   if (!maelys__mcpx_host_owned(host)) {
     r = refuse_foreign(host, out_error);
     goto fail;
@@ -550,7 +673,11 @@ maelys_executor_result_t maelys__mcpx_host_spawn(
                           "out of memory");
     goto fail;
   }
-  inst->host = host;
+  r = host_acquire(host, &runner, out_error);
+  if (r != MAELYS_EXECUTOR_OK)
+    goto fail;
+  inst->owner_host = host;
+  inst->host = runner;
   c->kind = CMD_SPAWN;
   c->instance = inst;
   c->plan = p;
@@ -558,21 +685,24 @@ maelys_executor_result_t maelys__mcpx_host_spawn(
   c->fd = -1;
   p = NULL;
   q = NULL;
-  r = post(host, c, out_error);
+  r = post(runner, c, out_error);
   if (r != MAELYS_EXECUTOR_OK) {
     p = c->plan;
     q = c->request;
+    host_unuse(host);
     goto fail;
   }
   if (timeout_ms == 0)
     timeout_ms = MAELYS__MCPX_DEFAULT_SPAWN_MS;
-  if (!await(host, c, timeout_ms))
+  if (!await(runner, c, timeout_ms)) {
     /* The loop owns the command now: a launch it still makes is stopped by
      * force and released there, never handed out. */
+    host_unuse(host);
     return maelys__mcpx_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
                              "the launch did not complete within its %u ms "
                              "spawn budget and was abandoned",
                              timeout_ms);
+  }
   r = c->result;
   if (r != MAELYS_EXECUTOR_OK) {
     if (out_error != NULL && *out_error == NULL) {
@@ -582,6 +712,7 @@ maelys_executor_result_t maelys__mcpx_host_spawn(
     free(c->error);
     free(c->instance);
     free(c);
+    host_unuse(host);
     return r;
   }
   *out_instance = c->instance;
@@ -605,18 +736,18 @@ maelys__mcpx_instance_wait(maelys__mcpx_instance_t* inst, unsigned timeout_ms,
   if (inst == NULL)
     return maelys__mcpx_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                              "no execution to wait for");
-  maelys_mcp_executor_host_t* host = inst->host;
-  if (!maelys__mcpx_host_owned(host))
-    return refuse_foreign(host, out_error);
+  if (!maelys__mcpx_host_owned(inst->owner_host))
+    return refuse_foreign(inst->owner_host, out_error);
+  runner_t* runner = inst->host;
   struct timespec deadline;
   deadline_after(&deadline, timeout_ms);
-  pthread_mutex_lock(&host->mu);
+  pthread_mutex_lock(&runner->mu);
   /* The status was recorded by the Executor's wait callback when the child
    * (through the sandbox: the payload's own status) ended; it is replayed to
    * every later wait. */
-  if (wait_flag(host, &inst->finished, &deadline))
+  if (wait_flag(runner, &inst->finished, &deadline))
     *out = inst->exit;
-  pthread_mutex_unlock(&host->mu);
+  pthread_mutex_unlock(&runner->mu);
   return MAELYS_EXECUTOR_OK;
 }
 
@@ -630,9 +761,9 @@ maelys__mcpx_instance_stop(maelys__mcpx_instance_t* inst,
   if (inst == NULL)
     return maelys__mcpx_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                              "no execution to stop");
-  maelys_mcp_executor_host_t* host = inst->host;
-  if (!maelys__mcpx_host_owned(host))
-    return refuse_foreign(host, out_error);
+  if (!maelys__mcpx_host_owned(inst->owner_host))
+    return refuse_foreign(inst->owner_host, out_error);
+  runner_t* runner = inst->host;
   cmd_t* c = calloc(1, sizeof *c);
   if (c == NULL)
     return maelys__mcpx_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
@@ -640,14 +771,14 @@ maelys__mcpx_instance_stop(maelys__mcpx_instance_t* inst,
   c->kind = CMD_STOP;
   c->instance = inst;
   c->mode = mode;
-  r = post(host, c, out_error);
+  r = post(runner, c, out_error);
   if (r != MAELYS_EXECUTOR_OK) {
     free(c);
     return r;
   }
   /* Waits for the Executor to have taken the stop, not for the child: the
    * signal is sent (or the kill started) when this returns. */
-  if (!await(host, c, MAELYS__MCPX_ACK_MS))
+  if (!await(runner, c, MAELYS__MCPX_ACK_MS))
     return maelys__mcpx_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
                              "the launcher's loop did not take the stop "
                              "within %u ms (it stays queued)",
@@ -665,23 +796,23 @@ maelys__mcpx_instance_stop(maelys__mcpx_instance_t* inst,
 void maelys__mcpx_instance_release(maelys__mcpx_instance_t* inst) {
   if (inst == NULL)
     return;
-  maelys_mcp_executor_host_t* host = inst->host;
+  maelys_mcp_executor_host_t* host = inst->owner_host;
   /* A forked child must not touch the parent's loop: its copy is dropped. */
   if (!maelys__mcpx_host_owned(host))
     return;
+  runner_t* runner = inst->host;
   cmd_t* c = calloc(1, sizeof *c);
-  if (c == NULL)
-    /* Never a blocking or failing release: without memory for the command
-     * the execution stays with the loop, which releases it at teardown. */
-    return;
-  c->kind = CMD_RELEASE;
-  c->instance = inst;
-  if (post(host, c, NULL) != MAELYS_EXECUTOR_OK) {
-    free(c);
-    return;
+  if (c != NULL) {
+    c->kind = CMD_RELEASE;
+    c->instance = inst;
+    if (post(runner, c, NULL) != MAELYS_EXECUTOR_OK) {
+      free(c);
+    } else if (await(runner, c, MAELYS__MCPX_ACK_MS)) {
+      free(c->error);
+      free(c);
+    }
   }
-  if (await(host, c, MAELYS__MCPX_ACK_MS)) {
-    free(c->error);
-    free(c);
-  }
+  /* Without memory for the command the execution stays with the loop, which
+   * releases it when it stops. Either way this user is gone. */
+  host_unuse(host);
 }

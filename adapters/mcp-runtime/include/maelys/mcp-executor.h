@@ -194,16 +194,19 @@ maelys_mcp_executor_registry_resolver(void);
  * that thread once, with the new Executor, and registers the backends the
  * host permits (maelys_executor_register_backend); an error from it fails
  * the creation. The thread blocks every signal, so the embedder's handlers
- * never run on it. Reference counted: each launcher holds one; the last
- * release stops the thread (released children still running are reaped in
- * the background, never signalled).
+ * never run on it. Reference counted: each launcher holds one. Stopping the
+ * thread never signals a child (released children still running are reaped
+ * in the background).
  */
 typedef struct maelys_mcp_executor_host maelys_mcp_executor_host_t;
 
 typedef maelys_executor_result_t (*maelys_mcp_executor_setup_fn)(
     maelys_executor_t* executor, void* data, char** out_error);
 
-/* `data` is borrowed for the duration of the call. */
+/* The setup runs now (its failure fails the creation) and again each time
+ * the loop thread starts: the thread runs only while executions exist, so an
+ * idle host holds no thread and no descriptor. `data` is borrowed for the
+ * host's whole life. */
 maelys_executor_result_t
 maelys_mcp_executor_host_create(maelys_mcp_executor_setup_fn setup, void* data,
                                 maelys_mcp_executor_host_t** out_host,
