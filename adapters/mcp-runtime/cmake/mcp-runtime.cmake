@@ -9,14 +9,18 @@ endif()
 
 # ------------------------------------------------------- the pin, checked
 find_package(Git REQUIRED)
-execute_process(COMMAND ${GIT_EXECUTABLE} -C ${MCP_RUNTIME_DIR} rev-parse HEAD
+# Read-only queries; safe.directory because the checkout usually belongs to
+# another user than the one building (the tests also run as uid 65534), and
+# git refuses such a repository otherwise ("dubious ownership").
+set(mcp_git -c safe.directory=${MCP_RUNTIME_DIR} -C ${MCP_RUNTIME_DIR})
+execute_process(COMMAND ${GIT_EXECUTABLE} ${mcp_git} rev-parse HEAD
                 OUTPUT_VARIABLE mcp_head OUTPUT_STRIP_TRAILING_WHITESPACE
                 RESULT_VARIABLE rc ERROR_QUIET)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "MCP_RUNTIME_DIR=${MCP_RUNTIME_DIR} is not a git "
                       "checkout: the pin cannot be verified")
 endif()
-execute_process(COMMAND ${GIT_EXECUTABLE} -C ${MCP_RUNTIME_DIR} rev-parse
+execute_process(COMMAND ${GIT_EXECUTABLE} ${mcp_git} rev-parse
                         --verify --quiet "${MCP_RUNTIME_PIN_tag}^{commit}"
                 OUTPUT_VARIABLE mcp_tag_commit OUTPUT_STRIP_TRAILING_WHITESPACE
                 RESULT_VARIABLE rc ERROR_QUIET)
@@ -30,7 +34,7 @@ if(NOT mcp_head STREQUAL MCP_RUNTIME_PIN_commit)
                       "(adapters/mcp-runtime/MCP_RUNTIME_PIN) is "
                       "${MCP_RUNTIME_PIN_tag} = ${MCP_RUNTIME_PIN_commit}")
 endif()
-execute_process(COMMAND ${GIT_EXECUTABLE} -C ${MCP_RUNTIME_DIR} status
+execute_process(COMMAND ${GIT_EXECUTABLE} ${mcp_git} status
                         --porcelain --untracked-files=no
                 OUTPUT_VARIABLE mcp_dirty OUTPUT_STRIP_TRAILING_WHITESPACE)
 if(NOT mcp_dirty STREQUAL "")

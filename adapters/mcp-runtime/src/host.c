@@ -472,6 +472,13 @@ static maelys_executor_result_t runner_start(maelys_mcp_executor_setup_fn setup,
  * thread and no descriptor, which is what mcp-runtime's suites measure: the
  * open-descriptor count around a launcher's launches must not move.
  *
+ * Surprise kept in mind: bwrap's --die-with-parent is PR_SET_PDEATHSIG,
+ * which fires when the *thread* that forked it exits, not the process. A
+ * sandbox therefore dies with this loop thread. The thread only stops once
+ * every execution was released, and the runtime releases after its own
+ * ladder (a FORCED rung included), so this only ever takes down a sandbox
+ * that already survived a forced stop (invariant 22), never a live one.
+ *
  * libuv closes descriptors 0-2 nowhere (uv__close asserts they are above
  * 2), and every descriptor the loop or the Executor creates takes the lowest
  * free number. So while the thread runs, a standard descriptor the embedder

@@ -12,6 +12,7 @@
  * back to the stock launcher (which is not linked).
  */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -165,7 +166,35 @@ static void test_positive_twin(void** state) {
       maelys_mcp_provider_spawn_with_args(&o, args, NULL, &p, &error);
   if (r != MAELYS_MCP_OK)
     fail_msg("the sandboxed default did not launch: %s", error);
-  assert_int_equal(marked_pids(tag, NULL, 0) >= 1, 1);
+  /* Sandboxed: the provider (the marked process whose image is the
+   * provider, not the sandbox's helper) is in a pid namespace of its own. */
+  int pids[8];
+  int n = marked_pids(tag, pids, 8);
+  bool namespaced = false;
+  for (int i = 0; i < n && i < 8; i++) {
+    char path[64], exe[4096], line[256];
+    snprintf(path, sizeof path, "/proc/%d/exe", pids[i]);
+    ssize_t len = readlink(path, exe, sizeof exe - 1);
+    if (len <= 0)
+      continue;
+    exe[len] = '\0';
+    if (strstr(exe, "adversarial-provider") == NULL &&
+        strstr(exe, "example-provider") == NULL)
+      continue;
+    snprintf(path, sizeof path, "/proc/%d/status", pids[i]);
+    FILE* f = fopen(path, "r");
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+      if (strncmp(line, "NSpid:", 6) == 0) {
+        /* "NSpid:\t<host pid>\t<pid inside>": one tab per namespace. */
+        int tabs = 0;
+        for (const char* c = line; *c != '\0'; c++)
+          tabs += *c == '\t';
+        namespaced = namespaced || tabs >= 2;
+      }
+    if (f != NULL)
+      fclose(f);
+  }
+  assert_true(namespaced);
   maelys_mcp_provider_destroy(p);
   assert_int_equal(marked_pids(tag, NULL, 0), 0);
 }
