@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "cgroup.h"
 #include "internal.h"
 #include "proc.h"
@@ -135,6 +137,11 @@ struct maelys_execution {
   uv_work_t receipt_work;
   int receipt_errno;
   bool receipt_pending;
+  /* Receipt evidence, copied at spawn (receipt-evidence.c). */
+  char* receipt_chain;
+  char* receipt_context;
+  bool receipt_signing;
+  unsigned char receipt_key[64];
 };
 
 static int64_t realtime_ns(void) {
@@ -209,6 +216,9 @@ static void execution_free(maelys_execution_t* e) {
   free(e->launch_failed);
   free(e->receipt_json);
   free(e->receipt_path);
+  free(e->receipt_chain);
+  free(e->receipt_context);
+  sodium_memzero(e->receipt_key, sizeof e->receipt_key);
   if (e->plan != NULL)
     maelys__executor_plan_release(e->plan);
   maelys_executor_t* executor = e->executor;
@@ -551,7 +561,27 @@ static void finish(maelys_execution_t* e) {
   in.identity_set = e->identity_set;
   in.identity_uid = e->identity_uid;
   in.identity_gid = e->identity_gid;
+  in.context_json = e->receipt_context;
+  in.secret_key = e->receipt_signing ? e->receipt_key : NULL;
+  /* The chain links receipts in the order executions end, on the loop's
+   * thread: a receipt names the digest of the one rendered before it. */
+  maelys__receipt_chain_t* chain =
+      e->receipt_chain
+          ? maelys__executor_chain(e->executor, e->receipt_chain, false)
+          : NULL;
+  if (chain != NULL) {
+    in.chain_id = chain->id;
+    in.chain_sequence = chain->sequence + 1;
+    in.chain_previous = chain->previous[0] ? chain->previous : NULL;
+  }
   e->receipt_json = maelys__executor_receipt_render(&in);
+  if (chain != NULL) {
+    chain->live--;
+    if (e->receipt_json != NULL) {
+      chain->sequence++;
+      maelys__executor_record_digest(e->receipt_json, chain->previous);
+    }
+  }
 
   if (e->receipt_dir != NULL && e->receipt_json != NULL) {
     e->receipt_work.data = e;
@@ -997,6 +1027,31 @@ create_cgroup(maelys_execution_t* e, uint64_t memory_max, char** out_error) {
                                (unsigned long long)memory_max, error);
 }
 
+/* A chained receipt must land in a file (a chain with a receipt only in
+ * memory would have a hole no reader could explain), and a closed chain
+ * takes no more receipts. The chain is created here, so that linking at the
+ * end cannot fail for want of memory. */
+static maelys_executor_result_t
+check_receipt_chain(maelys_executor_t* executor,
+                    const maelys_execution_request_t* request,
+                    char** out_error) {
+  if (request->receipt_dir == NULL)
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+        "the request joins receipt chain '%s' but has no receipt directory",
+        request->receipt_chain);
+  maelys__receipt_chain_t* c =
+      maelys__executor_chain(executor, request->receipt_chain, true);
+  if (c == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                                 "out of memory");
+  if (c->closed)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
+                                 "receipt chain '%s' was closed",
+                                 request->receipt_chain);
+  return MAELYS_EXECUTOR_OK;
+}
+
 static int init_handles(maelys_execution_t* e, uv_loop_t* loop) {
   uv_handle_t* hs[] = {(uv_handle_t*)&e->stop_timer,
                        (uv_handle_t*)&e->drain_timer,
@@ -1048,6 +1103,8 @@ maelys_execution_spawn(maelys_executor_t* executor,
     res = check_receipt_dir(plan, request->receipt_dir, out_error);
   if (res == MAELYS_EXECUTOR_OK)
     res = check_request(executor, plan, request, &backend, out_error);
+  if (res == MAELYS_EXECUTOR_OK && request->receipt_chain != NULL)
+    res = check_receipt_chain(executor, request, out_error);
   if (res != MAELYS_EXECUTOR_OK)
     return res;
 
@@ -1074,12 +1131,27 @@ maelys_execution_spawn(maelys_executor_t* executor,
   e->receipt_dir = request->receipt_dir
                        ? maelys__executor_strdup(request->receipt_dir)
                        : NULL;
+  e->receipt_chain = request->receipt_chain
+                         ? maelys__executor_strdup(request->receipt_chain)
+                         : NULL;
+  e->receipt_context = request->receipt_context
+                           ? maelys__executor_strdup(request->receipt_context)
+                           : NULL;
+  if (executor->receipt_signing) {
+    memcpy(e->receipt_key, executor->receipt_key, sizeof e->receipt_key);
+    e->receipt_signing = true;
+  }
   if (e->executable == NULL || e->argv == NULL ||
       (request->receipt_dir && e->receipt_dir == NULL) ||
+      (request->receipt_chain && e->receipt_chain == NULL) ||
+      (request->receipt_context && e->receipt_context == NULL) ||
       maelys__executor_random_id(e->id) != 0) {
     free(e->executable);
     free_vector(e->argv);
     free(e->receipt_dir);
+    free(e->receipt_chain);
+    free(e->receipt_context);
+    sodium_memzero(e->receipt_key, sizeof e->receipt_key);
     free(e);
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
                                  "out of memory creating an execution");
@@ -1263,6 +1335,8 @@ maelys_execution_spawn(maelys_executor_t* executor,
   uv_poll_start(&e->proc_poll, UV_READABLE, on_proc);
   if (e->status_poll_init)
     uv_poll_start(&e->status_poll, UV_READABLE, on_status);
+  if (e->receipt_chain != NULL)
+    maelys__executor_chain(executor, e->receipt_chain, false)->live++;
   *out_execution = e;
   return MAELYS_EXECUTOR_OK;
 
@@ -1285,6 +1359,9 @@ fail:
   free(e->executable);
   free_vector(e->argv);
   free(e->receipt_dir);
+  free(e->receipt_chain);
+  free(e->receipt_context);
+  sodium_memzero(e->receipt_key, sizeof e->receipt_key);
   free(e);
   return res;
 }

@@ -41,6 +41,7 @@ static void free_entry(maelys__backend_entry_t* entry) {
 }
 
 static void executor_free(maelys_executor_t* executor) {
+  maelys__executor_evidence_dispose(executor);
   for (size_t i = 0; i < executor->backend_count; i++)
     free_entry(executor->backends[i]);
   free(executor->backends);

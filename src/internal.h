@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+
 #include "maelys/backend.h"
 #include "maelys/executor.h"
 
@@ -181,6 +183,8 @@ struct maelys_execution_request {
   size_t channel_count, channel_capacity;
   bool identity_set;
   uint32_t uid, gid;
+  char* receipt_chain;   /* maelys_execution_request_set_receipt_chain */
+  char* receipt_context; /* a JSON object's text */
 };
 
 /* ------------------------------------------------------------ launch */
@@ -262,7 +266,28 @@ struct maelys_executor {
   bool destroyed;
   /* Where per-execution memory cgroups go, found on first use. */
   maelys__cgroup_parent_t* memory_cgroup;
+  /* Receipt evidence: the Ed25519 secret key (libsodium's 64-byte form) and
+   * the chains receipts link into. */
+  bool receipt_signing;
+  unsigned char receipt_key[64];
+  struct maelys__receipt_chain* chains;
+  size_t chain_count, chain_capacity;
 };
+
+/* One receipt chain of an executor: the digest of its last receipt, how many
+ * it has, and how many of its executions have not ended yet. */
+typedef struct maelys__receipt_chain {
+  char* id;
+  uint64_t sequence;
+  char previous[72]; /* "" before the first receipt */
+  size_t live;
+  bool closed;
+} maelys__receipt_chain_t;
+
+/* The chain named `id`, created when `create` (NULL on allocation failure or
+ * when absent). */
+maelys__receipt_chain_t* maelys__executor_chain(maelys_executor_t* executor,
+                                                const char* id, bool create);
 
 const maelys__backend_entry_t*
 maelys__executor_find_backend(const maelys_executor_t* executor,
@@ -357,6 +382,13 @@ typedef struct maelys__receipt_input {
   int64_t memory_peak_bytes; /* -1: not measured */
   bool identity_set;
   uint32_t identity_uid, identity_gid;
+  /* Evidence, all optional: the chain link, the caller's context object and
+   * the signing key (64 bytes). */
+  const char* chain_id;
+  uint64_t chain_sequence;
+  const char* chain_previous; /* NULL for the first */
+  const char* context_json;
+  const unsigned char* secret_key;
 } maelys__receipt_input_t;
 
 /* The receipt document (JSON text). NULL on allocation failure. */
@@ -365,6 +397,29 @@ char* maelys__executor_receipt_render(const maelys__receipt_input_t* input);
 /* The argv digest "sha256:…" of an executable and argv. */
 void maelys__executor_argv_digest(const char* executable,
                                   const char* const* argv, char out[72]);
+
+/* Renders `doc` (a reference is taken) as a record's text: with its
+ * "signature" member when `secret_key` is not NULL. NULL on failure. */
+char* maelys__executor_record_render(json_t* doc,
+                                     const unsigned char* secret_key);
+
+/* "2026-01-02T03:04:05.678Z" of a CLOCK_REALTIME time in ns. */
+json_t* maelys__executor_receipt_timestamp(int64_t ns);
+
+/* Frees the executor's evidence state (wipes the key). */
+void maelys__executor_evidence_dispose(maelys_executor_t* executor);
+
+/* "sha256:<hex>" of a record file's bytes: `text` and its final newline. */
+void maelys__executor_record_digest(const char* text, char out[72]);
+
+/* A chain identifier as maelys_execution_request_set_receipt_chain takes. */
+bool maelys__executor_chain_id_is_valid(const char* id);
+
+/* Writes `json` to dir/<name><suffix> atomically (suffix ".json" for
+ * receipts). As maelys__executor_receipt_write. */
+int maelys__executor_record_write(const char* dir, const char* name,
+                                  const char* suffix, const char* json,
+                                  char** out_path);
 
 /* Writes `json` to dir/<id>.json atomically (temporary file, fsync, rename,
  * fsync of the directory). Returns 0 or a negative errno; *out_path is the

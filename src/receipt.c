@@ -43,7 +43,7 @@ void maelys__executor_argv_digest(const char* executable,
   maelys__executor_hex(h, sizeof h, out + 7);
 }
 
-static json_t* timestamp(int64_t ns) {
+json_t* maelys__executor_receipt_timestamp(int64_t ns) {
   time_t sec = (time_t)(ns / 1000000000);
   int ms = (int)((ns % 1000000000) / 1000000);
   struct tm tm;
@@ -118,6 +118,74 @@ static json_t* limits_json(const maelys_executor_plan_t* plan) {
   return o;
 }
 
+/* The signature member's value while the document is signed: 128 zeros,
+ * replaced by the signature's hex digits in the text afterwards (same length,
+ * so nothing else moves). */
+#define SIGNATURE_HEX (2 * crypto_sign_BYTES)
+
+void maelys__executor_record_digest(const char* text, char out[72]) {
+  crypto_hash_sha256_state st;
+  unsigned char h[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256_init(&st);
+  crypto_hash_sha256_update(&st, (const unsigned char*)text, strlen(text));
+  crypto_hash_sha256_update(&st, (const unsigned char*)"\n", 1);
+  crypto_hash_sha256_final(&st, h);
+  memcpy(out, "sha256:", 7);
+  maelys__executor_hex(h, sizeof h, out + 7);
+}
+
+char* maelys__executor_record_render(json_t* doc,
+                                     const unsigned char* secret_key) {
+  if (doc == NULL)
+    return NULL;
+  const size_t flags =
+      JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6);
+  if (secret_key == NULL) {
+    char* text = json_dumps(doc, flags);
+    json_decref(doc);
+    return text;
+  }
+  /* libsodium's secret key ends with the public key. */
+  char key[80];
+  memcpy(key, "ed25519:", 8);
+  maelys__executor_hex(secret_key + crypto_sign_SEEDBYTES,
+                       crypto_sign_PUBLICKEYBYTES, key + 8);
+  /* The value is 128 zeros while the text is signed, then replaced by the
+   * signature's digits (same length, so nothing else moves). */
+  char zero_signature[SIGNATURE_HEX + 1];
+  memset(zero_signature, '0', SIGNATURE_HEX);
+  zero_signature[SIGNATURE_HEX] = '\0';
+  json_object_set_new(doc, "signature",
+                      json_pack("{s:s, s:s, s:s}", "algorithm", "ed25519",
+                                "key", key, "value", zero_signature));
+  char* text = json_dumps(doc, flags);
+  json_decref(doc);
+  if (text == NULL)
+    return NULL;
+  /* The signed message is the file's bytes: the text and its newline. The
+   * last run of zeros of that length is the value (the member is last). */
+  size_t len = strlen(text);
+  char* value = NULL;
+  for (char* p = strstr(text, zero_signature); p != NULL;
+       p = strstr(p + 1, zero_signature))
+    value = p;
+  unsigned char* message = malloc(len + 1);
+  if (value == NULL || message == NULL) {
+    free(message);
+    free(text);
+    return NULL;
+  }
+  memcpy(message, text, len);
+  message[len] = '\n';
+  unsigned char sig[crypto_sign_BYTES];
+  crypto_sign_detached(sig, NULL, message, len + 1, secret_key);
+  free(message);
+  char hex[SIGNATURE_HEX + 1];
+  maelys__executor_hex(sig, sizeof sig, hex);
+  memcpy(value, hex, SIGNATURE_HEX);
+  return text;
+}
+
 char* maelys__executor_receipt_render(const maelys__receipt_input_t* in) {
   char argv_digest[72];
   maelys__executor_argv_digest(in->executable, in->argv, argv_digest);
@@ -171,8 +239,10 @@ char* maelys__executor_receipt_render(const maelys__receipt_input_t* in) {
                                           : json_null());
   json_object_set_new(doc, "executable", json_string(in->executable));
   json_object_set_new(doc, "argv_digest", json_string(argv_digest));
-  json_object_set_new(doc, "started_at", timestamp(in->started_ns));
-  json_object_set_new(doc, "ended_at", timestamp(in->ended_ns));
+  json_object_set_new(doc, "started_at",
+                      maelys__executor_receipt_timestamp(in->started_ns));
+  json_object_set_new(doc, "ended_at",
+                      maelys__executor_receipt_timestamp(in->ended_ns));
   json_object_set_new(doc, "duration_ms",
                       json_real((double)in->duration_ns / 1e6));
   json_object_set_new(doc, "outcome", outcome ? outcome : json_null());
@@ -184,10 +254,24 @@ char* maelys__executor_receipt_render(const maelys__receipt_input_t* in) {
                         json_pack("{s:I, s:I}", "uid",
                                   (json_int_t)in->identity_uid, "gid",
                                   (json_int_t)in->identity_gid));
-  char* text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
-                                   JSON_REAL_PRECISION(6));
-  json_decref(doc);
-  return text;
+  /* Evidence members only when asked for, so that a host that uses none of
+   * them gets the same receipt as before. */
+  if (in->chain_id != NULL)
+    json_object_set_new(
+        doc, "chain",
+        json_pack("{s:s, s:I, s:o}", "id", in->chain_id, "sequence",
+                  (json_int_t)in->chain_sequence, "previous",
+                  in->chain_previous ? json_string(in->chain_previous)
+                                     : json_null()));
+  if (in->context_json != NULL) {
+    json_t* ctx = json_loads(in->context_json, JSON_REJECT_DUPLICATES, NULL);
+    if (ctx == NULL) {
+      json_decref(doc);
+      return NULL;
+    }
+    json_object_set_new(doc, "context", ctx);
+  }
+  return maelys__executor_record_render(doc, in->secret_key);
 }
 
 static int mkdir_p(const char* dir) {
@@ -214,12 +298,18 @@ static int mkdir_p(const char* dir) {
 
 int maelys__executor_receipt_write(const char* dir, const char* id,
                                    const char* json, char** out_path) {
+  return maelys__executor_record_write(dir, id, ".json", json, out_path);
+}
+
+int maelys__executor_record_write(const char* dir, const char* id,
+                                  const char* suffix, const char* json,
+                                  char** out_path) {
   *out_path = NULL;
   int r = mkdir_p(dir);
   if (r != 0)
     return r;
-  char* final_path = maelys__executor_asprintf("%s/%s.json", dir, id);
-  char* tmp_path = maelys__executor_asprintf("%s/.%s.json.tmp", dir, id);
+  char* final_path = maelys__executor_asprintf("%s/%s%s", dir, id, suffix);
+  char* tmp_path = maelys__executor_asprintf("%s/.%s%s.tmp", dir, id, suffix);
   if (final_path == NULL || tmp_path == NULL) {
     free(final_path);
     free(tmp_path);

@@ -61,6 +61,8 @@ void maelys_execution_request_destroy(maelys_execution_request_t* request) {
   free(request->backend);
   free(request->platform);
   free(request->receipt_dir);
+  free(request->receipt_chain);
+  free(request->receipt_context);
   for (size_t i = 0; i < request->channel_count; i++)
     if (request->channels[i].host_fd >= 0)
       close(request->channels[i].host_fd);

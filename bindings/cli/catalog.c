@@ -190,12 +190,25 @@ static const option_def_t o_io = {
     .choices = io_choices,
     .default_text = "isolated"};
 
-static const option_def_t* const run_options[] = {
-    &o_ro,          &o_rw,      &o_plan,      &o_workspace,
-    &o_allow_read,  &o_deny,    &o_network,   &o_env,
-    &o_pass_env,    &o_backend, &o_wall_time, &o_grace,
-    &o_receipt_dir, &o_trace,   &o_quiet,     &o_verbose_trace,
-    &o_io,          NULL};
+static const option_def_t* const run_options[] = {&o_ro,
+                                                  &o_rw,
+                                                  &o_plan,
+                                                  &o_workspace,
+                                                  &o_allow_read,
+                                                  &o_deny,
+                                                  &o_network,
+                                                  &o_env,
+                                                  &o_pass_env,
+                                                  &o_backend,
+                                                  &o_wall_time,
+                                                  &o_grace,
+                                                  &o_receipt_dir,
+                                                  &o_trace,
+                                                  &o_quiet,
+                                                  &o_verbose_trace,
+                                                  &o_io,
+                                                  &warden_o_state_dir,
+                                                  NULL};
 
 static const operand_def_t run_operands[] = {
     {"PROGRAM",
@@ -290,15 +303,17 @@ static const command_def_t cmd_plan = {
 
 static const option_def_t* const no_options[] = {NULL};
 
+static const option_def_t* const probe_options[] = {&warden_o_state_dir, NULL};
+
 static const command_def_t cmd_probe = {
     .id = "probe",
     .word = "probe",
-    .usage = "probe",
+    .usage = "probe [--state-dir DIR]",
     .purpose = "Probe every backend: its proved capabilities, and why each "
                "missing one is missing.",
     .effect = "read",
     .output_mode = "json-envelope",
-    .options = no_options,
+    .options = probe_options,
     .examples = (const example_def_t[]){{LIST("probe"),
                                          "List what each backend proved."}},
     .example_count = 1,
@@ -413,8 +428,10 @@ static const command_def_t cmd_complete = {
 };
 
 const command_def_t* const warden_commands[] = {
-    &cmd_run,      &cmd_plan,       &cmd_probe,    &cmd_help, &cmd_version,
-    &cmd_describe, &cmd_completion, &cmd_complete, NULL};
+    &cmd_run,          &cmd_plan,     &cmd_probe,
+    &cmd_help,         &cmd_version,  &cmd_describe,
+    &cmd_completion,   &cmd_complete, &warden_cmd_verify,
+    &warden_cmd_agent, NULL};
 
 const char* const warden_invariants[] = {
     "Fail closed: a capability the backend did not prove refuses the launch, "

@@ -79,6 +79,9 @@ typedef struct command_def {
 extern const option_def_t* const warden_global_options[];
 extern const command_def_t* const warden_commands[];
 extern const char* const warden_invariants[];
+/* catalog-orch.c */
+extern const command_def_t warden_cmd_verify, warden_cmd_agent;
+extern const option_def_t warden_o_state_dir;
 
 const command_def_t* catalog_command_by_id(const char* id);
 const command_def_t* catalog_command_by_word(const char* word);

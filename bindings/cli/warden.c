@@ -248,7 +248,14 @@ int warden_probe(const invocation_t* inv) {
   maelys_executor_destroy(ex, NULL);
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
-  return cli_emit_success(inv, json_pack("{s:o}", "backends", backends), text);
+  char* key = warden_public_key(inv, &err); /* evidence.c */
+  size_t off = strlen(text);
+  snprintf(text + off, sizeof text - off, "receipt signing key %s\n",
+           key ? key : err.message);
+  json_t* data = json_pack("{s:o, s:s?}", "backends", backends,
+                           "receipt_signing_key", key);
+  free(key);
+  return cli_emit_success(inv, data, text);
 }
 
 /* ---------------------------------------------------------------- plan */
@@ -565,6 +572,10 @@ int warden_run(const invocation_t* inv) {
       0)
     goto fail;
   maelys_execution_request_set_backend(req, backend, NULL);
+  char chain[40]; /* evidence.c: signed receipts in a closed chain */
+  if (warden_signing_start(inv, ex, plan, &err) != 0 ||
+      warden_chain_start(req, chain, &err) != 0)
+    goto fail;
   uint64_t proved = 0, need = 0;
   maelys_executor_backend_capabilities(ex, backend, &proved, NULL);
   maelys_executor_plan_required_capabilities(plan, &need, NULL);
@@ -656,6 +667,7 @@ int warden_run(const invocation_t* inv) {
   }
   if (maelys_execution_receipt_path(st.execution) != NULL)
     trace(&say, "receipt %s", maelys_execution_receipt_path(st.execution));
+  warden_chain_close(ex, chain, receipts);
   fflush(stdout);
   relay_close(st.relay);
   maelys_execution_release(st.execution);
@@ -789,6 +801,10 @@ int main(int argc, char** argv) {
     code = warden_plan(&inv);
   else if (strcmp(inv.cmd->id, "probe") == 0)
     code = warden_probe(&inv);
+  else if (strcmp(inv.cmd->id, "verify") == 0)
+    code = warden_verify(&inv);
+  else if (strcmp(inv.cmd->id, "agent") == 0)
+    code = warden_agent(&inv);
   else
     code = builtin(&inv);
   cli_invocation_free(&inv);

@@ -58,6 +58,22 @@ void relay_free(relay_t* relay);
 size_t relay_peak_queued(const relay_t* relay);
 
 int warden_run(const invocation_t* inv);
+/* Receipt evidence and the orchestrator (evidence.c, agent.c). */
+int warden_verify(const invocation_t* inv);
+int warden_agent(const invocation_t* inv);
+int warden_state_dir(const invocation_t* inv, char* out, size_t size,
+                     cli_error_t* err);
+int warden_receipt_dir(const invocation_t* inv, char* out, size_t size,
+                       cli_error_t* err);
+int warden_signing_seed(const char* state_dir, unsigned char seed[32],
+                        cli_error_t* err);
+int warden_signing_start(const invocation_t* inv, maelys_executor_t* executor,
+                         const maelys_executor_plan_t* plan, cli_error_t* err);
+int warden_chain_start(maelys_execution_request_t* req, char chain[40],
+                       cli_error_t* err);
+void warden_chain_close(maelys_executor_t* executor, const char* chain,
+                        const char* receipt_dir);
+char* warden_public_key(const invocation_t* inv, cli_error_t* err);
 int warden_plan(const invocation_t* inv);
 int warden_probe(const invocation_t* inv);
 

@@ -746,6 +746,84 @@ MAELYS_EXECUTOR_API maelys_executor_result_t maelys_execution_receipt(
 MAELYS_EXECUTOR_API const char*
 maelys_execution_receipt_path(const maelys_execution_t* execution);
 
+/* ------------------------------------------------------- receipt evidence */
+
+/*
+ * Receipts become evidence for whoever reads them away from the host. A host
+ * that supplies an Ed25519 key (libsodium) gets every receipt signed; a host
+ * that supplies none gets unsigned receipts, exactly as before.
+ *
+ * A signed receipt ends with the member "signature": {"algorithm":
+ * "ed25519", "key": "ed25519:<64 hex>", "value": "<128 hex>"}. The signature
+ * covers every byte of the receipt file (the document and its final newline)
+ * with the 128 digits of "value" replaced by '0', so any modified byte,
+ * whitespace included, is detected.
+ *
+ * Chains: the receipts of executions whose requests name the same chain on
+ * one executor carry {"chain": {"id", "sequence", "previous"}}: the sequence
+ * number (1, 2, ... in the order the executions ended) and the SHA-256 of the
+ * previous receipt file's bytes (null for the first). Closing the chain writes
+ * a closing record that names the last receipt, so a dropped tail is
+ * detected; a removed or altered receipt breaks the next link.
+ */
+
+/* The size of an Ed25519 seed: the secret the host keeps. */
+#define MAELYS_EXECUTOR_RECEIPT_SEED_BYTES 32
+
+/* Signs the receipt of every execution spawned on `executor` after this call
+ * (and the closing records of its chains) with the key derived from `seed`
+ * (MAELYS_EXECUTOR_RECEIPT_SEED_BYTES, copied; the copy is wiped when
+ * replaced or when the executor is freed). NULL removes the key. */
+MAELYS_EXECUTOR_API maelys_executor_result_t maelys_executor_set_receipt_key(
+    maelys_executor_t* executor, const unsigned char* seed, size_t seed_length,
+    char** out_error);
+
+/* The public key of `seed` as "ed25519:<64 hex>", the form receipts name and
+ * maelys_executor_verify_receipts takes. Free with
+ * maelys_executor_string_free(). */
+MAELYS_EXECUTOR_API maelys_executor_result_t maelys_executor_receipt_public_key(
+    const unsigned char* seed, size_t seed_length, char** out_text,
+    char** out_error);
+
+/* The chain this execution's receipt joins: [A-Za-z0-9_-] then
+ * [A-Za-z0-9._-], 1..64 characters. A chained request needs a receipt
+ * directory; a chain that was closed takes no more executions. */
+MAELYS_EXECUTOR_API maelys_executor_result_t
+maelys_execution_request_set_receipt_chain(maelys_execution_request_t* request,
+                                           const char* chain_id,
+                                           char** out_error);
+
+/* A JSON object (at most 64 KiB) the receipt carries verbatim under
+ * "context", e.g. the decision that authorised the plan. Copied. */
+MAELYS_EXECUTOR_API maelys_executor_result_t
+maelys_execution_request_set_receipt_context(
+    maelys_execution_request_t* request, const char* json_object,
+    char** out_error);
+
+/* Ends chain `chain_id`: writes its closing record
+ * ({"format": "maelys-executor-receipt-close/1", "chain": {...}, "receipts":
+ * N, "closed_at": ...}, signed like the receipts) atomically to
+ * `dir`/<chain_id>.close, and refuses further executions on it. STATE while an
+ * execution of the chain has not ended. *out_path (may be NULL) receives the
+ * path; free with maelys_executor_string_free(). */
+MAELYS_EXECUTOR_API maelys_executor_result_t
+maelys_executor_close_receipt_chain(maelys_executor_t* executor,
+                                    const char* chain_id, const char* dir,
+                                    char** out_path, char** out_error);
+
+/* Verifies receipt files and closing records (`paths`: files, or directories
+ * whose *.json and *.close files are read): every signature (made by
+ * `public_key`, "ed25519:<64 hex>", when not NULL; otherwise all by the one
+ * key the records name), every chain's sequence and links, and that every
+ * chain ends with its closing record. An unsigned or unchained receipt fails.
+ * MAELYS_EXECUTOR_OK when everything verifies; MAELYS_EXECUTOR_ERR_DENIED
+ * with a diagnostic that names the first file that fails otherwise. In both
+ * cases *out_report (may be NULL) receives a JSON report; free with
+ * maelys_executor_string_free(). */
+MAELYS_EXECUTOR_API maelys_executor_result_t maelys_executor_verify_receipts(
+    const char* const* paths, size_t count, const char* public_key,
+    char** out_report, char** out_error);
+
 #ifdef __cplusplus
 }
 #endif

@@ -492,7 +492,7 @@ static void test_system_trees_never_writable(void** state) {
   char alias[] = "/tmp/maelys-alias-XXXXXX";
   assert_non_null(mkdtemp(alias));
   bool mounted =
-      getuid() == 0 && mount("/etc", alias, NULL, MS_BIND, NULL) == 0;
+      getuid() == 0 && mount("/etc", alias, "none", MS_BIND, NULL) == 0;
   const char* refused[] = {"/etc", "/usr/share", "/",
                            "/var", "/home",      "/root",
                            "/lib", "/run/user",  mounted ? alias : NULL};
