@@ -143,7 +143,7 @@ void maelys__cgroup_find_memory(maelys__cgroup_parent_t* out) {
     snprintf(control, sizeof control, "%s/cgroup.subtree_control", dir);
     if (has_word(control, "memory") && access(dir, W_OK) == 0 &&
         strlen(dir) < sizeof out->path) {
-      snprintf(out->path, sizeof out->path, "%s", dir);
+      memcpy(out->path, dir, strlen(dir) + 1);
       out->version = 2;
       sweep(out->path);
       return;
@@ -154,7 +154,7 @@ void maelys__cgroup_find_memory(maelys__cgroup_parent_t* out) {
       own_cgroup("memory", own, sizeof own)) {
     join_path(dir, sizeof dir, point, root, own);
     if (access(dir, W_OK) == 0 && strlen(dir) < sizeof out->path) {
-      snprintf(out->path, sizeof out->path, "%s", dir);
+      memcpy(out->path, dir, strlen(dir) + 1);
       out->version = 1;
       sweep(out->path);
       return;

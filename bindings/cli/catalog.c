@@ -122,6 +122,48 @@ static const option_def_t o_network = {
     .default_text = "none",
     .conflicts = LIST("--plan")};
 
+static const option_def_t o_plan_digest = {
+    .name = "--plan-digest",
+    .summary = "Refuse the --plan file unless it seals to exactly this digest "
+               "(the one you reviewed).",
+    .arg_name = "DIGEST",
+    .kind = KIND_STRING,
+    .pattern = "^sha256:[0-9a-f]{64}$",
+    .requires = LIST("--plan")};
+static const option_def_t o_tasks = {
+    .name = "--tasks",
+    .summary = "Sandbox-wide ceiling on tasks (processes and threads) alive "
+               "at once.",
+    .arg_name = "N",
+    .kind = KIND_UNSIGNED,
+    .default_text = "1024",
+    .conflicts = LIST("--plan")};
+static const option_def_t o_memory = {
+    .name = "--memory",
+    .summary = "Sandbox-wide memory ceiling (refused where no backend proved "
+               "one; by default 4G where one did, else unbounded).",
+    .arg_name = "SIZE",
+    .kind = KIND_SIZE,
+    .conflicts = LIST("--plan")};
+static const option_def_t o_cpu_time = {
+    .name = "--cpu-time",
+    .summary = "Per-process CPU time limit (each process has its own).",
+    .arg_name = "DURATION",
+    .kind = KIND_DURATION,
+    .conflicts = LIST("--plan")};
+static const option_def_t o_open_files = {
+    .name = "--open-files",
+    .summary = "Per-process limit on open descriptors.",
+    .arg_name = "N",
+    .kind = KIND_UNSIGNED,
+    .conflicts = LIST("--plan")};
+static const option_def_t o_file_size = {
+    .name = "--file-size",
+    .summary = "Per-process limit on the size of a file it writes.",
+    .arg_name = "SIZE",
+    .kind = KIND_SIZE,
+    .conflicts = LIST("--plan")};
+
 /* ----------------------------------------------------- run options */
 
 static const option_def_t o_env = {
@@ -208,6 +250,12 @@ static const option_def_t* const run_options[] = {&o_ro,
                                                   &o_verbose_trace,
                                                   &o_io,
                                                   &warden_o_state_dir,
+                                                  &o_plan_digest,
+                                                  &o_tasks,
+                                                  &o_memory,
+                                                  &o_cpu_time,
+                                                  &o_open_files,
+                                                  &o_file_size,
                                                   NULL};
 
 static const operand_def_t run_operands[] = {
@@ -242,11 +290,13 @@ static const command_def_t cmd_run = {
     .id = "run",
     .word = "run",
     .usage =
-        "run (--ro | --rw | --plan FILE) [--workspace DIR] [--allow-read "
-        "PATH]... [--deny PATH]... [--network MODE] [--env NAME=VALUE]... "
-        "[--pass-env NAME]... [--backend NAME] [--wall-time DURATION] "
-        "[--grace DURATION] [--receipt-dir DIR] [--trace [--verbose-trace] "
-        "| --quiet] [--io MODE] -- PROGRAM [ARG...]",
+        "run (--ro | --rw | --plan FILE [--plan-digest DIGEST]) [--workspace "
+        "DIR] [--allow-read PATH]... [--deny PATH]... [--network MODE] "
+        "[--tasks N] [--memory SIZE] [--cpu-time DURATION] [--open-files N] "
+        "[--file-size SIZE] [--env NAME=VALUE]... [--pass-env NAME]... "
+        "[--backend NAME] [--wall-time DURATION] [--grace DURATION] "
+        "[--receipt-dir DIR] [--state-dir DIR] [--trace [--verbose-trace] | "
+        "--quiet] [--io MODE] -- PROGRAM [ARG...]",
     .purpose = "Run a program confined by a sealed plan, relaying its stdio "
                "and writing its receipt.",
     .effect = "stream",
@@ -270,8 +320,12 @@ static const command_def_t cmd_run = {
 /* ---------------------------------------------------------- plan, probe */
 
 static const option_def_t* const plan_options[] = {
-    &o_ro,         &o_rw,   &o_plan,    &o_workspace,
-    &o_allow_read, &o_deny, &o_network, NULL};
+    &o_ro,        &o_rw,          &o_plan,
+    &o_workspace, &o_allow_read,  &o_deny,
+    &o_network,   &o_plan_digest, &o_tasks,
+    &o_memory,    &o_cpu_time,    &o_open_files,
+    &o_file_size, &o_receipt_dir, &warden_o_state_dir,
+    NULL};
 
 static const example_def_t plan_examples[] = {
     {LIST("plan", "--rw", "--deny", "/etc/ssl/private"),
@@ -282,8 +336,11 @@ static const example_def_t plan_examples[] = {
 static const command_def_t cmd_plan = {
     .id = "plan",
     .word = "plan",
-    .usage = "plan (--ro | --rw | --plan FILE) [--workspace DIR] "
-             "[--allow-read PATH]... [--deny PATH]... [--network MODE]",
+    .usage = "plan (--ro | --rw | --plan FILE [--plan-digest DIGEST]) "
+             "[--workspace DIR] [--allow-read PATH]... [--deny PATH]... "
+             "[--network MODE] [--tasks N] [--memory SIZE] [--cpu-time "
+             "DURATION] [--open-files N] [--file-size SIZE] [--receipt-dir "
+             "DIR] [--state-dir DIR]",
     .purpose = "Build and seal the plan run would use, and print it with its "
                "digest, without running anything.",
     .effect = "read",

@@ -60,6 +60,8 @@ bool cli_flag(const invocation_t* inv, const char* name);
 
 /* "2s", "150ms", "10m" -> milliseconds; -1 when malformed. */
 int64_t cli_duration_ms(const char* text);
+/* "512", "64K", "4G" (powers of 1024) -> bytes; -1 when malformed. */
+int64_t cli_size_bytes(const char* text);
 
 /* Success: the envelope (json), records or a member (jsonl), or the text
  * rendering `text` (which may be NULL to render `data` generically). Takes

@@ -36,9 +36,10 @@ int warden_state_dir(const invocation_t* inv, char* out, size_t size,
                     "Give --state-dir DIR (a directory only you can write).",
                     "neither XDG_STATE_HOME nor HOME is set, so there is no "
                     "state directory for the receipt signing key");
-  if (warden_absolute(candidate, out, size) != 0)
-    return cli_fail(err, "VALIDATION_FAILED", NULL, "--state-dir too long");
-  return 0;
+  struct stat st;
+  if (size < PATH_MAX)
+    return cli_fail(err, "UNEXPECTED", NULL, "state directory buffer");
+  return warden_user_path("--state-dir", candidate, false, out, &st, err);
 }
 
 static int mkdir_private(const char* dir) {
@@ -224,7 +225,7 @@ static int read_key(const char* given, char out[80], cli_error_t* err) {
     text[n] = '\0';
     text[strcspn(text, " \r\n")] = '\0';
   }
-  snprintf(out, 80, "%s%s", strncmp(text, "ed25519:", 8) ? "ed25519:" : "",
+  snprintf(out, 80, "%s%.71s", strncmp(text, "ed25519:", 8) ? "ed25519:" : "",
            text);
   return 0;
 }
@@ -289,7 +290,10 @@ int warden_receipt_dir(const invocation_t* inv, char* out, size_t size,
     return cli_fail(err, "VALIDATION_FAILED", "Give --receipt-dir DIR.",
                     "neither XDG_STATE_HOME nor HOME is set, so there is no "
                     "default receipt directory");
-  if (warden_absolute(candidate, out, size) != 0)
-    return cli_fail(err, "VALIDATION_FAILED", NULL, "--receipt-dir too long");
-  return 0;
+  struct stat st;
+  if (size < PATH_MAX)
+    return cli_fail(err, "UNEXPECTED", NULL, "receipt directory buffer");
+  /* No symbolic link in it: receipts never land where a link planted by a
+   * run points. */
+  return warden_user_path("--receipt-dir", candidate, false, out, &st, err);
 }

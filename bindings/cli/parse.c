@@ -56,14 +56,28 @@ static bool matches(const char* pattern, const char* value) {
   return ok;
 }
 
-static bool valid_size(const char* v) {
+int64_t cli_size_bytes(const char* v) {
   size_t n = strlen(v);
-  if (n == 0)
-    return false;
   size_t digits = strspn(v, "0123456789");
-  if (digits == 0)
-    return false;
-  return digits == n || (digits + 1 == n && strchr("KMGT", v[n - 1]) != NULL);
+  if (n == 0 || digits == 0 ||
+      !(digits == n || (digits + 1 == n && strchr("KMGT", v[n - 1]) != NULL)))
+    return -1;
+  errno = 0;
+  unsigned long long x = strtoull(v, NULL, 10);
+  if (errno != 0)
+    return -1;
+  unsigned shift = digits == n       ? 0
+                   : v[n - 1] == 'K' ? 10
+                   : v[n - 1] == 'M' ? 20
+                   : v[n - 1] == 'G' ? 30
+                                     : 40;
+  if (x > ((unsigned long long)INT64_MAX >> shift))
+    return -1;
+  return (int64_t)(x << shift);
+}
+
+static bool valid_size(const char* v) {
+  return cli_size_bytes(v) >= 0;
 }
 
 /* What one value says alone: its kind, choice or pattern. */

@@ -4,8 +4,11 @@
  * HOME, no network unless asked, the workspace read-only or writable, and
  * the caller's extra reads and denials.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,27 +101,61 @@ int warden_absolute(const char* path, char* out, size_t size) {
   return 0;
 }
 
-/* A path the caller named, as the canonical host path the plan records:
- * symlinks resolved now, at plan time, so that a link appearing later is
- * refused by the backend rather than followed. */
-static int canonical(const char* option, const char* path, char* out,
-                     bool must_exist, struct stat* st, cli_error_t* err) {
-  char abs[PATH_MAX];
-  if (warden_absolute(path, abs, sizeof abs) != 0)
-    return cli_fail(err, "VALIDATION_FAILED", NULL, "%s '%s': path too long",
-                    option, path);
-  if (realpath(abs, out) == NULL) {
-    if (must_exist || errno != ENOENT)
-      return cli_fail(err, "NOT_FOUND", "Check the path.", "%s '%s': %s",
-                      option, path, strerror(errno));
-    snprintf(out, PATH_MAX, "%s", abs);
-    memset(st, 0, sizeof *st);
-    return 0;
+/* Invariant 18 and DESIGN's note on network NONE: a pathname unix socket
+ * below a bound directory stays connectable (a read-only bind does not stop
+ * connect()), so a readable directory may hold none within two levels. The
+ * socket found, into `found`, or "". */
+static void find_socket(int dir, const char* prefix, int depth, char* found,
+                        size_t size) {
+  DIR* d = fdopendir(dir);
+  if (d == NULL) {
+    close(dir);
+    return;
   }
-  if (stat(out, st) != 0)
-    return cli_fail(err, "NOT_FOUND", NULL, "%s '%s': %s", option, path,
-                    strerror(errno));
+  struct dirent* e;
+  while (found[0] == '\0' && (e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+      continue;
+    if (S_ISSOCK(st.st_mode)) {
+      snprintf(found, size, "%s/%s", prefix, e->d_name);
+    } else if (S_ISDIR(st.st_mode) && depth > 1) {
+      int sub = openat(dirfd(d), e->d_name,
+                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      char next[PATH_MAX];
+      snprintf(next, sizeof next, "%.3000s/%.255s", prefix, e->d_name);
+      if (sub >= 0)
+        find_socket(sub, next, depth - 1, found, size);
+    }
+  }
+  closedir(d);
+}
+
+static int option_value(const invocation_t* inv, const char* name,
+                        int64_t (*parse)(const char*), uint64_t* out) {
+  const char* v = cli_value(inv, name);
+  *out = 0;
+  if (v == NULL)
+    return 0;
+  int64_t x = parse(v);
+  if (x <= 0)
+    return -1;
+  *out = (uint64_t)x;
   return 0;
+}
+
+static int64_t parse_count(const char* v) {
+  char* end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  return errno || end == v || *end || x <= 0 ? -1 : x;
+}
+
+static int64_t parse_seconds(const char* v) {
+  int64_t ms = cli_duration_ms(v);
+  return ms < 0 ? -1 : (ms + 999) / 1000;
 }
 
 int warden_profile_plan(const warden_policy_t* policy,
@@ -157,9 +194,25 @@ int warden_profile_plan(const warden_policy_t* policy,
   for (size_t i = 0; i < policy->allow_read_count; i++) {
     char path[PATH_MAX];
     struct stat st;
-    if (canonical("--allow-read", policy->allow_read[i], path, true, &st,
-                  err) != 0)
+    if (warden_user_path("--allow-read", policy->allow_read[i], true, path, &st,
+                         err) != 0)
       goto fail;
+    if (S_ISDIR(st.st_mode)) {
+      char sock[PATH_MAX] = "";
+      int dir = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (dir >= 0)
+        find_socket(dir, path, 2, sock, sizeof sock);
+      if (sock[0] != '\0') {
+        cli_fail(err, "ACCESS_DENIED",
+                 "Allow a directory that holds no socket, or the files you "
+                 "need one by one.",
+                 "--allow-read '%s' holds the unix socket '%s': a read-only "
+                 "bind would still let the sandbox connect to it, even with "
+                 "network none",
+                 policy->allow_read[i], sock);
+        goto fail;
+      }
+    }
     r = maelys_executor_plan_add_rule(
         plan, path, MAELYS_EXECUTOR_ACCESS_READ,
         S_ISDIR(st.st_mode) ? MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY
@@ -173,7 +226,7 @@ int warden_profile_plan(const warden_policy_t* policy,
   for (size_t i = 0; i < policy->deny_count; i++) {
     char path[PATH_MAX];
     struct stat st;
-    if (canonical("--deny", policy->deny[i], path, false, &st, err) != 0)
+    if (warden_user_path("--deny", policy->deny[i], false, path, &st, err) != 0)
       goto fail;
     r = maelys_executor_plan_add_rule(
         plan, path, MAELYS_EXECUTOR_ACCESS_DENY,
@@ -192,6 +245,28 @@ int warden_profile_plan(const warden_policy_t* policy,
                                        &error);
   if (r == MAELYS_EXECUTOR_OK)
     r = maelys_executor_plan_set_process_tree_required(plan, 1, &error);
+  /* Ceilings by default: tasks always, memory where it was proved (where it
+   * was not, the run says "memory: unbounded" rather than refusing). */
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_executor_plan_set_limit(
+        plan, MAELYS_EXECUTOR_LIMIT_TASKS,
+        policy->tasks ? policy->tasks : WARDEN_DEFAULT_TASKS, &error);
+  if (r == MAELYS_EXECUTOR_OK && (policy->memory || policy->memory_proved))
+    r = maelys_executor_plan_set_limit(
+        plan, MAELYS_EXECUTOR_LIMIT_MEMORY,
+        policy->memory ? policy->memory : WARDEN_DEFAULT_MEMORY, &error);
+  if (r == MAELYS_EXECUTOR_OK && policy->cpu_seconds)
+    r = maelys_executor_plan_set_rlimit(plan, MAELYS_EXECUTOR_RLIMIT_CPU,
+                                        policy->cpu_seconds,
+                                        policy->cpu_seconds, &error);
+  if (r == MAELYS_EXECUTOR_OK && policy->open_files)
+    r = maelys_executor_plan_set_rlimit(plan, MAELYS_EXECUTOR_RLIMIT_NOFILE,
+                                        policy->open_files, policy->open_files,
+                                        &error);
+  if (r == MAELYS_EXECUTOR_OK && policy->file_size)
+    r = maelys_executor_plan_set_rlimit(plan, MAELYS_EXECUTOR_RLIMIT_FSIZE,
+                                        policy->file_size, policy->file_size,
+                                        &error);
   if (r == MAELYS_EXECUTOR_OK)
     r = maelys_executor_plan_seal(plan, &error);
   if (r != MAELYS_EXECUTOR_OK) {
@@ -205,45 +280,13 @@ fail:
   return -1;
 }
 
-int warden_file_plan(const char* file, maelys_executor_plan_t** out,
+int warden_file_plan(warden_policy_t* policy, maelys_executor_plan_t** out,
                      cli_error_t* err) {
-  FILE* f = fopen(file, "r");
-  if (f == NULL)
-    return cli_fail(err, errno == ENOENT ? "NOT_FOUND" : "IO_FAILED",
-                    "Give a readable plan file.", "--plan '%s': %s", file,
-                    strerror(errno));
   char* buf = NULL;
-  size_t len = 0, cap = 0;
-  for (;;) {
-    if (len + 65536 > cap) {
-      cap = cap ? cap * 2 : 65536;
-      if (cap > (16u << 20)) {
-        free(buf);
-        fclose(f);
-        return cli_fail(err, "PROTOCOL_FAILED", NULL,
-                        "--plan '%s': larger than 16 MiB", file);
-      }
-      char* n = realloc(buf, cap);
-      if (n == NULL) {
-        free(buf);
-        fclose(f);
-        return cli_fail(err, "UNEXPECTED", NULL, "out of memory");
-      }
-      buf = n;
-    }
-    size_t got = fread(buf + len, 1, cap - len, f);
-    len += got;
-    if (got == 0)
-      break;
-  }
-  bool failed = ferror(f);
-  int read_errno = errno;
-  fclose(f);
-  if (failed) {
-    free(buf);
-    return cli_fail(err, "IO_FAILED", NULL, "--plan '%s': %s", file,
-                    strerror(read_errno));
-  }
+  size_t len = 0;
+  if (warden_read_authority("--plan", policy->plan_file, 16u << 20, &buf, &len,
+                            policy->plan_path, err) != 0)
+    return -1;
   maelys_executor_plan_t* plan = NULL;
   char* error = NULL;
   maelys_executor_result_t r =
@@ -254,12 +297,27 @@ int warden_file_plan(const char* file, maelys_executor_plan_t** out,
   if (r != MAELYS_EXECUTOR_OK) {
     cli_fail(err, "PROTOCOL_FAILED",
              "Write the plan in the maelys-executor-plan/1 format ('maelys-"
-             "warden plan --rw' prints one).",
-             "--plan '%s': %s", file, error ? error : "invalid");
+             "warden plan --rw --field plan' prints one).",
+             "--plan '%s': %s", policy->plan_file, error ? error : "invalid");
     maelys_executor_error_free(error);
     maelys_executor_plan_destroy(plan);
     return -1;
   }
+  /* --plan-digest: the caller pins the plan it reviewed. */
+  char* digest = NULL;
+  maelys_executor_plan_digest(plan, &digest, NULL);
+  if (policy->plan_digest != NULL &&
+      (digest == NULL || strcmp(digest, policy->plan_digest) != 0)) {
+    cli_fail(err, "ACCESS_DENIED",
+             "Review the plan again and pin its new digest, or restore the "
+             "one you reviewed.",
+             "--plan '%s' seals to %s, not to the pinned --plan-digest %s",
+             policy->plan_file, digest ? digest : "?", policy->plan_digest);
+    maelys_executor_string_free(digest);
+    maelys_executor_plan_destroy(plan);
+    return -1;
+  }
+  maelys_executor_string_free(digest);
   *out = plan;
   return 0;
 }
@@ -281,20 +339,38 @@ int warden_policy_from(const invocation_t* inv, warden_policy_t* policy,
     policy->deny = (const char* const*)g->values;
     policy->deny_count = g->count;
   }
-  const char* ws = cli_value(inv, "--workspace");
+  policy->plan_digest = cli_value(inv, "--plan-digest");
   struct stat st;
-  if (canonical("--workspace", ws ? ws : ".", policy->workspace, true, &st,
-                err) != 0)
+  if (warden_workspace_path(cli_value(inv, "--workspace"), policy->workspace,
+                            &st, err) != 0)
     return -1;
-  if (!S_ISDIR(st.st_mode))
-    return cli_fail(err, "VALIDATION_FAILED", NULL,
-                    "--workspace '%s' is not a directory", policy->workspace);
+  static const struct {
+    const char* option;
+    int64_t (*parse)(const char*);
+    size_t offset;
+    const char* what;
+  } limits[] = {
+      {"--tasks", parse_count, offsetof(warden_policy_t, tasks), "a count"},
+      {"--memory", cli_size_bytes, offsetof(warden_policy_t, memory), "a size"},
+      {"--cpu-time", parse_seconds, offsetof(warden_policy_t, cpu_seconds),
+       "a duration"},
+      {"--open-files", parse_count, offsetof(warden_policy_t, open_files),
+       "a count"},
+      {"--file-size", cli_size_bytes, offsetof(warden_policy_t, file_size),
+       "a size"},
+  };
+  for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++)
+    if (option_value(inv, limits[i].option, limits[i].parse,
+                     (uint64_t*)((char*)policy + limits[i].offset)) != 0)
+      return cli_fail(err, "VALIDATION_FAILED", NULL,
+                      "%s must be %s above zero", limits[i].option,
+                      limits[i].what);
   return 0;
 }
 
-int warden_build_plan(const warden_policy_t* policy,
-                      maelys_executor_plan_t** out, cli_error_t* err) {
+int warden_build_plan(warden_policy_t* policy, maelys_executor_plan_t** out,
+                      cli_error_t* err) {
   if (policy->plan_file != NULL)
-    return warden_file_plan(policy->plan_file, out, err);
+    return warden_file_plan(policy, out, err);
   return warden_profile_plan(policy, out, err);
 }

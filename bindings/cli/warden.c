@@ -105,6 +105,57 @@ static bool known_backend(const char* name) {
   return false;
 }
 
+/* Registers the requested backend, or every backend in order of strength:
+ * their probes say what each proved, which the plan's defaults need. */
+static int register_backends(maelys_executor_t* ex, const char* requested,
+                             cli_error_t* err) {
+  if (requested != NULL) {
+    if (!known_backend(requested))
+      return cli_fail(err, "NOT_FOUND",
+                      "Use one of: bubblewrap, posix ('maelys-warden probe' "
+                      "lists them).",
+                      "unknown backend '%s'", requested);
+    return register_backend(ex, requested, err);
+  }
+  for (size_t i = 0; backend_order[i]; i++)
+    if (register_backend(ex, backend_order[i], err) != 0)
+      return -1;
+  return 0;
+}
+
+/* Whether any registered backend proved `capability`. */
+static bool some_backend_proved(maelys_executor_t* ex, uint64_t capability) {
+  for (size_t i = 0; i < maelys_executor_backend_count(ex); i++) {
+    uint64_t proved = 0;
+    maelys_executor_backend_capabilities(
+        ex, maelys_executor_backend_name(ex, i), &proved, NULL);
+    if (proved & capability)
+      return true;
+  }
+  return false;
+}
+
+/* The plan of this invocation, built once the backends are registered (a
+ * built-in profile sets a memory ceiling where one was proved), and checked
+ * against what no plan may make writable (invariant 18). */
+static int plan_for(const invocation_t* inv, maelys_executor_t* ex,
+                    warden_policy_t* policy, maelys_executor_plan_t** plan,
+                    char* receipts, cli_error_t* err) {
+  policy->memory_proved =
+      some_backend_proved(ex, MAELYS_BACKEND_CAP_LIMIT_MEMORY);
+  char state[PATH_MAX];
+  if (warden_build_plan(policy, plan, err) != 0 ||
+      warden_receipt_dir(inv, receipts, PATH_MAX, err) != 0 ||
+      warden_state_dir(inv, state, sizeof state, err) != 0)
+    return -1;
+  warden_protected_t protect = {.count = 0};
+  warden_protect_defaults(&protect, state, NULL);
+  warden_protect(&protect, "the receipt directory", receipts);
+  if (policy->plan_file != NULL)
+    warden_protect(&protect, "the plan file", policy->plan_path);
+  return warden_check_protected(*plan, &protect, err);
+}
+
 /* "name: why the first missing capability is missing". */
 static void missing_text(maelys_executor_t* ex, const char* name,
                          uint64_t missing, char* out, size_t size) {
@@ -141,13 +192,6 @@ static int select_backend(maelys_executor_t* ex,
   bool host_root =
       maelys_executor_plan_root(plan, NULL) == MAELYS_EXECUTOR_ROOT_HOST;
   if (requested != NULL) {
-    if (!known_backend(requested))
-      return cli_fail(err, "NOT_FOUND",
-                      "Use one of: bubblewrap, posix ('maelys-warden probe' "
-                      "lists them).",
-                      "unknown backend '%s'", requested);
-    if (register_backend(ex, requested, err) != 0)
-      return -1;
     uint64_t proved = 0;
     maelys_executor_backend_capabilities(ex, requested, &proved, NULL);
     if (need & ~proved) {
@@ -162,8 +206,6 @@ static int select_backend(maelys_executor_t* ex,
   char reasons[4096] = "";
   for (size_t i = 0; backend_order[i]; i++) {
     const char* name = backend_order[i];
-    if (register_backend(ex, name, err) != 0)
-      return -1;
     uint64_t proved = 0;
     maelys_executor_backend_capabilities(ex, name, &proved, NULL);
     bool fits = (need & ~proved) == 0;
@@ -265,9 +307,20 @@ int warden_plan(const invocation_t* inv) {
   err.command = "plan";
   warden_policy_t policy;
   maelys_executor_plan_t* plan = NULL;
-  if (warden_policy_from(inv, &policy, &err) != 0 ||
-      warden_build_plan(&policy, &plan, &err) != 0) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  maelys_executor_t* ex = NULL;
+  maelys_executor_create(&loop, &ex, NULL);
+  char receipts[PATH_MAX];
+  int failed = warden_policy_from(inv, &policy, &err) != 0 ||
+               register_backends(ex, NULL, &err) != 0 ||
+               plan_for(inv, ex, &policy, &plan, receipts, &err) != 0;
+  maelys_executor_destroy(ex, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  uv_loop_close(&loop);
+  if (failed) {
     err.command = "plan";
+    maelys_executor_plan_destroy(plan);
     return cli_emit_failure(inv, &err);
   }
   char* digest = NULL;
@@ -465,30 +518,6 @@ static int resolve_program(const char* program, const char* path, char* out,
                   program, path);
 }
 
-static int receipt_dir(const invocation_t* inv, char* out, size_t size,
-                       cli_error_t* err) {
-  const char* given = cli_value(inv, "--receipt-dir");
-  char candidate[PATH_MAX];
-  if (given != NULL) {
-    snprintf(candidate, sizeof candidate, "%s", given);
-  } else {
-    const char* state = getenv("XDG_STATE_HOME");
-    const char* home = getenv("HOME");
-    if (state != NULL && state[0] == '/')
-      snprintf(candidate, sizeof candidate, "%s/maelys/receipts", state);
-    else if (home != NULL && home[0] == '/')
-      snprintf(candidate, sizeof candidate, "%s/.local/state/maelys/receipts",
-               home);
-    else
-      return cli_fail(err, "VALIDATION_FAILED", "Give --receipt-dir DIR.",
-                      "neither XDG_STATE_HOME nor HOME is set, so there is no "
-                      "default receipt directory");
-  }
-  if (warden_absolute(candidate, out, size) != 0)
-    return cli_fail(err, "VALIDATION_FAILED", NULL, "--receipt-dir too long");
-  return 0;
-}
-
 static const char* error_code_for(maelys_executor_result_t r) {
   switch (r) {
   case MAELYS_EXECUTOR_ERR_CAPABILITY:
@@ -525,9 +554,10 @@ int warden_run(const invocation_t* inv) {
   static run_state_t st; /* lives as long as the process: callbacks of the
                             socket's cancelled writes may refer to it */
 
+  maelys_executor_create(loop, &ex, NULL);
   if (warden_policy_from(inv, &policy, &err) != 0 ||
-      warden_build_plan(&policy, &plan, &err) != 0 ||
-      receipt_dir(inv, receipts, sizeof receipts, &err) != 0)
+      register_backends(ex, cli_value(inv, "--backend"), &err) != 0 ||
+      plan_for(inv, ex, &policy, &plan, receipts, &err) != 0)
     goto fail;
   if (maelys_execution_request_create(&req, NULL) != MAELYS_EXECUTOR_OK ||
       base_env(req, inv, &say, path, sizeof path, &err) != 0 ||
@@ -566,7 +596,6 @@ int warden_run(const invocation_t* inv) {
     goto fail;
   }
 
-  maelys_executor_create(loop, &ex, NULL);
   const char* backend = NULL;
   if (select_backend(ex, plan, cli_value(inv, "--backend"), &backend, &err) !=
       0)

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "maelys/executor.h"
@@ -13,24 +14,73 @@
 /* HOME inside the built-in profiles: a directory of the private /tmp. */
 #define WARDEN_HOME "/tmp/home"
 
+/* The built-in profiles' default sandbox-wide ceilings: tasks everywhere
+ * (RLIMIT_NPROC in the sandbox's own user namespace is provable wherever
+ * bubblewrap runs), memory where the backend proved a memory cgroup. */
+#define WARDEN_DEFAULT_TASKS 1024
+#define WARDEN_DEFAULT_MEMORY (UINT64_C(4) << 30)
+
 typedef struct warden_policy {
-  const char* plan_file; /* --plan, or NULL for a built-in profile */
-  bool writable;         /* --rw */
+  const char* plan_file;    /* --plan, or NULL for a built-in profile */
+  const char* plan_digest;  /* --plan-digest, or NULL */
+  char plan_path[PATH_MAX]; /* the plan file as read */
+  bool writable;            /* --rw */
   bool network_inherit;
   const char* const* allow_read;
   size_t allow_read_count;
   const char* const* deny;
   size_t deny_count;
-  char workspace[PATH_MAX]; /* canonical */
+  char workspace[PATH_MAX]; /* physical, no symbolic link in it */
+  /* Ceilings and per-process limits (0: the profile's default, or none). */
+  uint64_t tasks, memory, cpu_seconds, open_files, file_size;
+  bool memory_proved; /* the backend proved limit_memory: default it */
 } warden_policy_t;
+
+/* Files and directories no plan may make writable (invariant 18). */
+typedef struct warden_protected_item {
+  char label[64];
+  char path[PATH_MAX];
+} warden_protected_item_t;
+typedef struct warden_protected {
+  warden_protected_item_t items[16];
+  size_t count;
+} warden_protected_t;
+
+/* paths.c: a path the user named, made absolute against the physical working
+ * directory, with no symbolic link in any existing component (a link is
+ * refused with its target named); *st is zeroed when it does not exist
+ * (refused when must_exist). `out` holds PATH_MAX bytes. */
+int warden_user_path(const char* option, const char* path, bool must_exist,
+                     char* out, struct stat* st, cli_error_t* err);
+/* --workspace, or the physical working directory (refused when $PWD reached
+ * it through a symbolic link). */
+int warden_workspace_path(const char* given, char* out, struct stat* st,
+                          cli_error_t* err);
+/* Reads a file that defines authority (a plan, policy, profile or spec) from
+ * one descriptor, after checking that nobody but its owner (this user or
+ * root) could have written it or any directory above it. *out_data is
+ * NUL-terminated; free it. */
+int warden_read_authority(const char* option, const char* path, size_t max,
+                          char** out_data, size_t* out_len, char* out_path,
+                          cli_error_t* err);
+void warden_protect(warden_protected_t* list, const char* label,
+                    const char* path);
+/* The configuration and state directories, this program, its library and
+ * the helper. */
+void warden_protect_defaults(warden_protected_t* list, const char* state_dir,
+                             const char* helper);
+/* Refuses a plan that makes any protected item (or a directory above one)
+ * writable. */
+int warden_check_protected(const maelys_executor_plan_t* plan,
+                           const warden_protected_t* list, cli_error_t* err);
 
 int warden_policy_from(const invocation_t* inv, warden_policy_t* policy,
                        cli_error_t* err);
-int warden_build_plan(const warden_policy_t* policy,
-                      maelys_executor_plan_t** out, cli_error_t* err);
+int warden_build_plan(warden_policy_t* policy, maelys_executor_plan_t** out,
+                      cli_error_t* err);
 int warden_profile_plan(const warden_policy_t* policy,
                         maelys_executor_plan_t** out, cli_error_t* err);
-int warden_file_plan(const char* file, maelys_executor_plan_t** out,
+int warden_file_plan(warden_policy_t* policy, maelys_executor_plan_t** out,
                      cli_error_t* err);
 /* An absolute, lexically normalised form of path (relative to the cwd). */
 int warden_absolute(const char* path, char* out, size_t size);
