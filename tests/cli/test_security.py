@@ -88,6 +88,168 @@ class Security(WardenCase):
         self.assertIn("plain-modes=ok", out)
         self.assertEqual(setid_files(self.ws), [])
 
+    # ------------------------- invariant 18: authority and planted paths
+
+    def plan_json(self, extra_rules=()):
+        p = self.warden("plan", "--rw", "--format", "json", check=0)
+        plan = self.envelope(p.stdout)["data"]["plan"]
+        plan.pop("digest", None)
+        plan["rules"] = list(plan["rules"]) + list(extra_rules)
+        return plan
+
+    def test_plan_from_the_workspace_is_refused(self):
+        """A plan file inside what the plan makes writable (the README's own
+        `--plan plan.json` in a writable workspace) is refused: a payload of
+        an earlier run could have rewritten it."""
+        outside = os.path.join(self.tmp, "host-file")
+        with open(outside, "w") as f:
+            f.write("host\n")
+        path = os.path.join(self.ws, "plan.json")
+        with open(path, "w") as f:
+            json.dump(self.plan_json([{"path": outside, "access": "write",
+                                       "scope": "literal-file"}]), f)
+        os.chmod(path, 0o600)
+        p = self.warden("run", "--plan", path, "--", ARGS.fixture, "exit",
+                        "0", env=self.env(MAELYS_CLI_FORMAT="json"))
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn("plan file", e["message"])
+        self.assertIn(path, e["message"])
+        with open(outside) as f:
+            self.assertEqual(f.read(), "host\n")
+
+    def test_plan_file_owner_and_mode(self):
+        path = os.path.join(self.tmp, "plan-mode.json")
+        with open(path, "w") as f:
+            json.dump(self.plan_json(), f)
+        for mode in (0o622, 0o660, 0o666):
+            os.chmod(path, mode)
+            p = self.warden("plan", "--plan", path,
+                            env=self.env(MAELYS_CLI_FORMAT="json"))
+            e = self.failure(p, "ACCESS_DENIED")
+            self.assertIn("writable by nobody else", e["message"])
+        os.chmod(path, 0o600)
+        self.warden("plan", "--plan", path, check=0)
+        # A group-writable directory above it, without the sticky bit.
+        shared = os.path.join(self.tmp, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o777)
+        inside = os.path.join(shared, "plan.json")
+        with open(inside, "w") as f:
+            json.dump(self.plan_json(), f)
+        os.chmod(inside, 0o600)
+        p = self.warden("plan", "--plan", inside,
+                        env=self.env(MAELYS_CLI_FORMAT="json"))
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn(shared, e["message"])
+        # Sticky and world-writable, as /tmp: fine for one's own file.
+        os.chmod(shared, 0o1777)
+        self.warden("plan", "--plan", inside, check=0)
+        if os.geteuid() == 0:
+            # Owned by neither the invoking uid nor root.
+            os.chown(inside, 12345, 12345)
+            p = self.warden("plan", "--plan", inside,
+                            env=self.env(MAELYS_CLI_FORMAT="json"))
+            self.failure(p, "ACCESS_DENIED")
+
+    def test_plan_digest_pins_the_reviewed_plan(self):
+        path = os.path.join(self.tmp, "pinned.json")
+        with open(path, "w") as f:
+            json.dump(self.plan_json(), f)
+        os.chmod(path, 0o600)
+        p = self.warden("plan", "--plan", path, "--format", "json", check=0)
+        digest = self.envelope(p.stdout)["data"]["digest"]
+        self.warden("plan", "--plan", path, "--plan-digest", digest, check=0)
+        other = "sha256:" + "0" * 64
+        p = self.warden("run", "--plan", path, "--plan-digest", other, "--",
+                        ARGS.fixture, "exit", "0",
+                        env=self.env(MAELYS_CLI_FORMAT="json"))
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn(digest, e["message"])
+
+    def test_state_and_config_never_writable(self):
+        """`--allow-write`-like routes that would cover maelys-warden's own
+        configuration or state (a workspace that is the home, a plan that
+        writes ~/.config) are refused."""
+        home = os.path.join(self.tmp, "home")
+        os.makedirs(os.path.join(home, "project"), exist_ok=True)
+        env = self.env(MAELYS_CLI_FORMAT="json", HOME=home)
+        env.pop("XDG_STATE_HOME")
+        p = self.warden("run", "--rw", "--workspace", home, "--",
+                        ARGS.fixture, "exit", "0", env=env)
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn("maelys", e["message"])
+        # A project below the home is fine.
+        self.warden("run", "--rw", "--allow-read", ARGS.fixture,
+                    "--workspace", os.path.join(home, "project"), "--",
+                    ARGS.fixture, "exit", "0", env=env, check=0)
+        path = os.path.join(self.tmp, "config-plan.json")
+        with open(path, "w") as f:
+            json.dump(self.plan_json([{"path": os.path.join(home, ".config"),
+                                       "access": "write",
+                                       "scope": "recursive-directory"}]), f)
+        os.chmod(path, 0o600)
+        os.makedirs(os.path.join(home, ".config"), exist_ok=True)
+        p = self.warden("plan", "--plan", path, env=env)
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn("configuration directory", e["message"])
+
+    def test_planted_links_steer_nothing(self):
+        """Links planted by an earlier run: `--allow-read vendor` with vendor
+        -> a private directory, `cd sub/build` with sub/build -> /etc, and a
+        --deny through a link are refused, naming the link and its target."""
+        secret = os.path.join(self.tmp, "secret")
+        os.makedirs(secret, exist_ok=True)
+        os.symlink(secret, os.path.join(self.ws, "vendor"))
+        p = self.warden("run", "--rw", "--allow-read", "vendor", "--",
+                        ARGS.fixture, "exit", "0",
+                        env=self.env(MAELYS_CLI_FORMAT="json"))
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn("vendor", e["message"])
+        self.assertIn(secret, e["message"])
+        os.makedirs(os.path.join(self.ws, "sub"))
+        os.symlink("/etc", os.path.join(self.ws, "sub", "build"))
+        linked = os.path.join(self.ws, "sub", "build")
+        p = self.warden("run", "--rw", "--", ARGS.fixture, "exit", "0",
+                        cwd=linked,
+                        env=self.env(MAELYS_CLI_FORMAT="json", PWD=linked))
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn("symbolic link", e["message"])
+        # Given explicitly, the physical /etc is refused as a writable
+        # system tree anyway.
+        p = self.warden("run", "--rw", "--workspace", "/etc", "--",
+                        ARGS.fixture, "exit", "0",
+                        env=self.env(MAELYS_CLI_FORMAT="json"))
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn("system tree", e["message"])
+        # A stale $PWD naming another directory is ignored.
+        self.warden("run", "--rw", "--allow-read", ARGS.fixture, "--",
+                    ARGS.fixture, "exit", "0",
+                    env=self.env(PWD=self.tmp), check=0)
+
+    def test_warden_inside_a_writable_workspace(self):
+        """--rw on a workspace that holds the maelys-warden program (a build
+        tree inside the workspace) is refused."""
+        build = os.path.dirname(os.path.dirname(ARGS.warden))
+        p = self.warden("plan", "--rw", "--workspace", build,
+                        env=self.env(MAELYS_CLI_FORMAT="json"))
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn("maelys-warden", e["message"])
+
+    def test_socket_below_a_readable_directory(self):
+        import socket
+        d = os.path.join(self.tmp, "with-socket", "inner")
+        os.makedirs(d)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(os.path.join(d, "agent.sock"))
+        try:
+            p = self.warden("plan", "--ro", "--allow-read",
+                            os.path.dirname(d),
+                            env=self.env(MAELYS_CLI_FORMAT="json"))
+            e = self.failure(p, "ACCESS_DENIED")
+            self.assertIn("agent.sock", e["message"])
+        finally:
+            s.close()
+
     # ------------------------------------- invariant 19: forged outcomes
 
     def receipt_of(self, receipts):

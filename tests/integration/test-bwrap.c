@@ -539,6 +539,109 @@ static void test_system_trees_never_writable(void** state) {
   harness_finish(&h);
 }
 
+/* Registers bubblewrap with `helper` on a fresh executor; returns its mask
+ * and diagnostic (free it). */
+static uint64_t register_with_helper(harness_t* h, const char* helper,
+                                     char** diag) {
+  maelys_backend_options_t* o = NULL;
+  assert_int_equal(maelys_backend_options_create(&o, NULL), 0);
+  assert_int_equal(maelys_backend_options_set(o, "helper", helper, NULL), 0);
+  assert_int_equal(maelys_executor_register_backend(
+                       h->executor, maelys_backend_bubblewrap(), o, NULL),
+                   0);
+  maelys_backend_options_destroy(o);
+  uint64_t mask = 0;
+  maelys_executor_backend_capabilities(h->executor, "bubblewrap", &mask, NULL);
+  maelys_executor_backend_diagnostic(h->executor, "bubblewrap", diag, NULL);
+  return mask;
+}
+
+/* Invariant 18 for the programs the backend executes: a helper another user
+ * could have replaced is refused; one inside a writable path of the plan is
+ * refused; one swapped after the check is never executed. */
+static void test_untrusted_programs_refused(void** state) {
+  (void)state;
+  harness_t probe;
+  harness_init(&probe, 60000);
+  if (!bwrap_or_skip(&probe))
+    return;
+  harness_finish(&probe);
+  char dir[] = "/tmp/maelys-helpers-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  chmod(dir, 0755);
+  char helper[128], cmd[512];
+  snprintf(helper, sizeof helper, "%s/helper", dir);
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", MAELYS_HELPER, helper);
+  assert_int_equal(system(cmd), 0);
+  /* Group-writable: anyone of the group could replace what runs. */
+  chmod(helper, 0775);
+  harness_t h;
+  harness_init(&h, 60000);
+  char* diag = NULL;
+  assert_int_equal(register_with_helper(&h, helper, &diag), 0);
+  if (strstr(diag, "invariant 18") == NULL)
+    fail_msg("diagnostic: %s", diag);
+  maelys_executor_string_free(diag);
+  harness_finish(&h);
+  chmod(helper, 0755);
+  if (getuid() == 0) {
+    /* As root, a helper owned by anyone but root. */
+    assert_int_equal(chown(helper, 12345, 12345), 0);
+    harness_init(&h, 60000);
+    diag = NULL;
+    assert_int_equal(register_with_helper(&h, helper, &diag), 0);
+    assert_non_null(strstr(diag, "owned by uid 12345"));
+    maelys_executor_string_free(diag);
+    harness_finish(&h);
+    assert_int_equal(chown(helper, 0, 0), 0);
+  }
+  /* Trusted: then a plan that makes its directory writable is refused. */
+  harness_init(&h, 60000);
+  diag = NULL;
+  uint64_t mask = register_with_helper(&h, helper, &diag);
+  maelys_executor_string_free(diag);
+  assert_true((mask & needed) == needed);
+  maelys_executor_plan_t* p =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, false);
+  assert_int_equal(maelys_executor_plan_add_rule(
+                       p, dir, MAELYS_EXECUTOR_ACCESS_WRITE,
+                       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),
+                   0);
+  assert_int_equal(maelys_executor_plan_seal(p, NULL), 0);
+  maelys_execution_request_t* req = sandbox_request(NULL, ARGS("exit", "0"));
+  maelys_execution_t* e = NULL;
+  char* err = NULL;
+  assert_int_equal(maelys_execution_spawn(h.executor, p, req, &e, &err),
+                   MAELYS_EXECUTOR_ERR_DENIED);
+  assert_non_null(strstr(err, "program the sandbox backend executes"));
+  maelys_executor_error_free(err);
+  err = NULL;
+  maelys_executor_plan_destroy(p);
+  /* Swapped after the check: never executed. */
+  char moved[160];
+  snprintf(moved, sizeof moved, "%s/original", dir);
+  assert_int_equal(rename(helper, moved), 0);
+  snprintf(cmd, sizeof cmd,
+           "printf '#!/bin/sh\ntouch %s/swapped-ran\n' > '%s' && chmod 755 "
+           "'%s'",
+           dir, helper, helper);
+  assert_int_equal(system(cmd), 0);
+  p = sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  assert_int_equal(maelys_execution_spawn(h.executor, p, req, &e, &err),
+                   MAELYS_EXECUTOR_ERR_DENIED);
+  assert_non_null(strstr(err, "replaced after it was checked"));
+  maelys_executor_error_free(err);
+  char ran[160];
+  snprintf(ran, sizeof ran, "%s/swapped-ran", dir);
+  assert_int_equal(access(ran, F_OK), -1);
+  maelys_executor_plan_destroy(p);
+  maelys_execution_request_destroy(req);
+  harness_finish(&h);
+  rm_rf(dir);
+}
+
 /* The positive twins: allowed reads and writes work, and network INHERIT
  * reaches the loopback listener. */
 static void test_allowed_twins(void** state) {
@@ -1104,6 +1207,7 @@ int main(void) {
       cmocka_unit_test(test_escapes_blocked),
       cmocka_unit_test(test_setid_never_leaves),
       cmocka_unit_test(test_system_trees_never_writable),
+      cmocka_unit_test(test_untrusted_programs_refused),
       cmocka_unit_test(test_allowed_twins),
       cmocka_unit_test(test_never_host_root),
       cmocka_unit_test(test_32bit_entries_killed),
