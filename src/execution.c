@@ -1101,6 +1101,17 @@ maelys_execution_spawn(maelys_executor_t* executor,
     res = maelys__executor_check_system_trees(plan, out_error);
   if (res == MAELYS_EXECUTOR_OK && plan->sealed && request->receipt_dir != NULL)
     res = check_receipt_dir(plan, request->receipt_dir, out_error);
+  /* A receipt that could not be written must never be silent: a directory
+   * that cannot take one refuses the launch before anything runs. */
+  if (res == MAELYS_EXECUTOR_OK && plan->sealed &&
+      request->receipt_dir != NULL) {
+    int rr = maelys__executor_receipt_dir_ready(request->receipt_dir);
+    if (rr != 0)
+      res = maelys__executor_fail(
+          out_error, MAELYS_EXECUTOR_ERR_IO,
+          "the receipt directory '%s' cannot take a receipt: %s",
+          request->receipt_dir, strerror(-rr));
+  }
   if (res == MAELYS_EXECUTOR_OK)
     res = check_request(executor, plan, request, &backend, out_error);
   if (res == MAELYS_EXECUTOR_OK && request->receipt_chain != NULL)
@@ -1689,6 +1700,10 @@ maelys_executor_result_t maelys_execution_receipt(const maelys_execution_t* e,
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
                                  "out of memory");
   return MAELYS_EXECUTOR_OK;
+}
+
+int maelys_execution_receipt_errno(const maelys_execution_t* e) {
+  return e != NULL ? e->receipt_errno : EINVAL;
 }
 
 const char* maelys_execution_receipt_path(const maelys_execution_t* e) {

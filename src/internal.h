@@ -424,6 +424,10 @@ int maelys__executor_record_write(const char* dir, const char* name,
 /* Writes `json` to dir/<id>.json atomically (temporary file, fsync, rename,
  * fsync of the directory). Returns 0 or a negative errno; *out_path is the
  * final path on success (caller frees). */
+/* Creates the receipt directory (0700, with its parents) and checks that
+ * this process can write there: 0 or a negative errno. */
+int maelys__executor_receipt_dir_ready(const char* dir);
+
 int maelys__executor_receipt_write(const char* dir, const char* id,
                                    const char* json, char** out_path);
 

@@ -296,6 +296,20 @@ static int mkdir_p(const char* dir) {
   return r;
 }
 
+int maelys__executor_receipt_dir_ready(const char* dir) {
+  int r = mkdir_p(dir);
+  if (r != 0)
+    return r;
+  struct stat st;
+  if (lstat(dir, &st) != 0)
+    return -errno;
+  if (!S_ISDIR(st.st_mode))
+    return -ENOTDIR;
+  if (access(dir, W_OK | X_OK) != 0)
+    return -errno;
+  return 0;
+}
+
 int maelys__executor_receipt_write(const char* dir, const char* id,
                                    const char* json, char** out_path) {
   return maelys__executor_record_write(dir, id, ".json", json, out_path);

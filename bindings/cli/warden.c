@@ -694,8 +694,24 @@ int warden_run(const invocation_t* inv) {
     cli_emit_failure(inv, &err);
     break;
   }
-  if (maelys_execution_receipt_path(st.execution) != NULL)
+  if (maelys_execution_receipt_path(st.execution) != NULL) {
     trace(&say, "receipt %s", maelys_execution_receipt_path(st.execution));
+  } else {
+    /* Every run writes a receipt, or says loudly that it could not: an
+     * envelope on stderr, and a failing status (the payload's own when it
+     * failed, 1 when it succeeded). */
+    int e = maelys_execution_receipt_errno(st.execution);
+    cli_error_t rerr = {0};
+    rerr.command = "run";
+    cli_fail(&rerr, "IO_FAILED",
+             "Free space or permissions in the receipt directory, or give "
+             "another --receipt-dir.",
+             "the receipt could not be written to '%s': %s", receipts,
+             strerror(e ? e : EIO));
+    cli_emit_failure(inv, &rerr);
+    if (code == 0)
+      code = 1;
+  }
   warden_chain_close(ex, chain, receipts);
   fflush(stdout);
   relay_close(st.relay);

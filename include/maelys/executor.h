@@ -503,8 +503,9 @@ maelys_execution_request_set_stop_budget(maelys_execution_request_t* request,
                                          char** out_error);
 
 /* Where the receipt is written (absolute; created 0700 if absent). Spawn is
- * refused when it lies inside a path the plan makes writable. Without one, no
- * receipt file is written (the receipt is still available in memory). */
+ * refused when it lies inside a path the plan makes writable, or when it
+ * cannot be created or written. Without one, no receipt file is written (the
+ * receipt is still available in memory). */
 MAELYS_EXECUTOR_API maelys_executor_result_t
 maelys_execution_request_set_receipt_dir(maelys_execution_request_t* request,
                                          const char* path, char** out_error);
@@ -740,6 +741,13 @@ maelys_execution_pid(const maelys_execution_t* execution);
  * before. Free with maelys_executor_string_free(). */
 MAELYS_EXECUTOR_API maelys_executor_result_t maelys_execution_receipt(
     const maelys_execution_t* execution, char** out_json, char** out_error);
+
+/* Why the receipt file could not be written: 0 once it was (or without a
+ * receipt directory), else the errno of the step that failed. Spawn refuses a
+ * receipt directory it cannot create or write, so this only reports what
+ * failed afterwards (a full disk, a directory removed meanwhile). */
+MAELYS_EXECUTOR_API int
+maelys_execution_receipt_errno(const maelys_execution_t* execution);
 
 /* The path of the receipt file once written; borrowed; NULL before or
  * without a receipt directory. */

@@ -250,6 +250,50 @@ class Security(WardenCase):
         finally:
             s.close()
 
+    # --------------------------------- a receipt is never silently lost
+
+    def test_unwritable_receipt_dir_refuses_the_run(self):
+        marker = os.path.join(self.ws, "launched")
+        blocker = os.path.join(self.tmp, "not-a-dir")
+        with open(blocker, "w") as f:
+            f.write("x")
+        bad = [os.path.join(blocker, "receipts")]
+        if os.geteuid() != 0:
+            ro = os.path.join(self.tmp, "read-only")
+            os.makedirs(ro, exist_ok=True)
+            os.chmod(ro, 0o555)
+            bad.append(ro)
+        for d in bad:
+            p = self.warden(*self.run_args("--receipt-dir", d, "--",
+                                           ARGS.fixture, "escape", "write",
+                                           marker),
+                            env=self.env(MAELYS_CLI_FORMAT="json"))
+            e = self.failure(p, "IO_FAILED")
+            self.assertIn(d, e["message"])
+            self.assertFalse(os.path.exists(marker))
+
+    def test_receipt_lost_after_the_run_is_loud(self):
+        receipts = os.path.join(self.tmp, "receipts-lost")
+        proc = subprocess.Popen(
+            [ARGS.warden] + self.run_args("--receipt-dir", receipts, "--",
+                                          ARGS.fixture, "term-line", "1"),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=self.env(MAELYS_CLI_FORMAT="json"),
+            cwd=self.ws)
+        self.assertEqual(proc.stderr.readline(), b"ready\n")
+        os.rmdir(receipts)
+        with open(receipts, "w") as f:
+            f.write("in the way")
+        proc.send_signal(signal.SIGTERM)
+        err = proc.stderr.read()
+        self.assertEqual(proc.wait(timeout=30), 1)
+        start = err.index(b"{")
+        doc = self.envelope(err[start:err.index(b"\n}\n", start) + 3])
+        self.assertEqual(doc["error"]["code"], "IO_FAILED")
+        self.assertIn("receipt could not be written", doc["error"]["message"])
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            f.close()
+
     # ------------------------------------- invariant 19: forged outcomes
 
     def receipt_of(self, receipts):
