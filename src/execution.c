@@ -29,6 +29,7 @@
 #include "cgroup.h"
 #include "internal.h"
 #include "proc.h"
+#include "tty-relay.h"
 
 /* How long the status channel may stay open after the launcher exited before
  * the execution is finalised anyway (a killed launcher's sandbox child dies
@@ -102,6 +103,9 @@ struct maelys_execution {
   maelys_backend_event_t* launch_failed; /* allocated when one is reported */
 
   stream_t streams[4];
+  /* The host's terminals a confined payload writes to, through relays
+   * (invariant 21): [0] its stdout, [1] its stderr. */
+  maelys__tty_relay_t* terminals[2];
 
   bool finished;
   maelys_execution_status_t status;
@@ -255,10 +259,22 @@ static void close_stream(stream_t* s) {
 
 /* Starts closing everything; memory goes once the last close callback ran. A
  * pending receipt write defers this until it completes. */
+static void on_terminal_closed(maelys__tty_relay_t* relay, void* data) {
+  maelys_execution_t* e = data;
+  (void)relay;
+  if (--e->open_handles == 0)
+    execution_free(e);
+}
+
 static void begin_close(maelys_execution_t* e) {
   if (e->closing || e->receipt_pending)
     return;
   e->closing = true;
+  for (int i = 0; i < 2; i++)
+    if (e->terminals[i] != NULL) {
+      maelys__tty_relay_close(e->terminals[i], on_terminal_closed, e);
+      e->terminals[i] = NULL;
+    }
   for (int i = 0; i < 4; i++)
     close_stream(&e->streams[i]);
   close_handle(e, (uv_handle_t*)&e->proc_poll);
@@ -700,6 +716,17 @@ static bool read_status(maelys_execution_t* e) {
   }
 }
 
+/* The launcher's status channel and the terminal relays have reached their
+ * end: what the launch said and printed is all in. */
+static bool drained(const maelys_execution_t* e) {
+  if (wrapped(e) && !e->status_eof)
+    return false;
+  for (int i = 0; i < 2; i++)
+    if (e->terminals[i] != NULL && !maelys__tty_relay_done(e->terminals[i]))
+      return false;
+  return true;
+}
+
 static void on_status(uv_poll_t* poll, int status, int events) {
   maelys_execution_t* e = poll->data;
   (void)status;
@@ -707,9 +734,16 @@ static void on_status(uv_poll_t* poll, int status, int events) {
   if (read_status(e)) {
     e->status_eof = true;
     uv_poll_stop(&e->status_poll);
-    if (e->main_reaped)
+    if (e->main_reaped && drained(e))
       finish(e);
   }
+}
+
+static void on_terminal_done(maelys__tty_relay_t* relay, void* data) {
+  maelys_execution_t* e = data;
+  (void)relay;
+  if (e->main_reaped && drained(e))
+    finish(e);
 }
 
 /* ----------------------------------------------------------- exit watch */
@@ -730,16 +764,17 @@ static void on_proc(uv_poll_t* poll, int status, int events) {
   e->ended_mono_ns = uv_hrtime();
   uv_poll_stop(&e->proc_poll);
   release_launch_resources(e);
-  if (wrapped(e) && !e->status_eof) {
-    if (read_status(e)) {
-      e->status_eof = true;
-      uv_poll_stop(&e->status_poll);
-    } else {
-      uv_timer_start(&e->drain_timer, on_drain_timeout, STATUS_DRAIN_MS, 0);
-      if (e->released)
-        uv_unref((uv_handle_t*)&e->drain_timer);
-      return;
-    }
+  if (wrapped(e) && !e->status_eof && read_status(e)) {
+    e->status_eof = true;
+    uv_poll_stop(&e->status_poll);
+  }
+  if (!drained(e)) {
+    /* Bounded: a writer that outlives the launcher (only possible without
+     * a pid namespace) cannot hold the execution open. */
+    uv_timer_start(&e->drain_timer, on_drain_timeout, STATUS_DRAIN_MS, 0);
+    if (e->released)
+      uv_unref((uv_handle_t*)&e->drain_timer);
+    return;
   }
   finish(e);
 }
@@ -770,9 +805,31 @@ static int host_fd_or_null(layout_t* l, int fd) {
 
 /* Creates the pipes and sockets of the io mode. The host ends go to the
  * execution's streams, the child ends to the layout. */
+/* The child's end for host descriptor `fd` (1 or 2) of a confined payload:
+ * the host's own descriptor, or -- when it is a terminal -- a relay's pipe
+ * (invariant 21). -1 after filling out_error. */
+static int output_source(maelys_execution_t* e,
+                         const maelys_execution_request_t* r, layout_t* l,
+                         int fd, bool confined, char** out_error) {
+  int src = host_fd_or_null(l, fd);
+  if (!confined || src != fd || !isatty(fd))
+    return src;
+  int child = -1;
+  int rc = maelys__tty_relay_create(e->executor->loop, fd, !r->terminal_raw,
+                                    &e->terminals[fd - 1], &child);
+  if (rc != 0) {
+    maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                          "relaying the host's terminal (fd %d): %s", fd,
+                          uv_strerror(rc));
+    return -1;
+  }
+  l->close_after[l->close_count++] = child;
+  return child;
+}
+
 static maelys_executor_result_t
 build_layout(maelys_execution_t* e, const maelys_execution_request_t* r,
-             layout_t* l, char** out_error) {
+             layout_t* l, bool confined, char** out_error) {
   l->null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (l->null_fd < 0)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
@@ -793,7 +850,9 @@ build_layout(maelys_execution_t* e, const maelys_execution_request_t* r,
     stderr_src = l->null_fd;
     break;
   default:
-    stderr_src = host_fd_or_null(l, 2);
+    stderr_src = output_source(e, r, l, 2, confined, out_error);
+    if (stderr_src < 0)
+      return MAELYS_EXECUTOR_ERR_IO;
     break;
   }
   switch (r->io_mode) {
@@ -839,11 +898,21 @@ build_layout(maelys_execution_t* e, const maelys_execution_request_t* r,
     }
     break;
   }
-  case MAELYS_EXEC_IO_INHERIT:
+  case MAELYS_EXEC_IO_INHERIT: {
+    if (confined && isatty(0))
+      return maelys__executor_fail(
+          out_error, MAELYS_EXECUTOR_ERR_DENIED,
+          "the host's stdin is a terminal, and a sandbox never receives a "
+          "terminal the host holds (invariant 21): use the captured io mode, "
+          "or a pseudo-terminal session");
+    int out_src = output_source(e, r, l, 1, confined, out_error);
+    if (out_src < 0)
+      return MAELYS_EXECUTOR_ERR_IO;
     add_payload_fd(l, 0, host_fd_or_null(l, 0));
-    add_payload_fd(l, 1, host_fd_or_null(l, 1));
+    add_payload_fd(l, 1, out_src);
     add_payload_fd(l, 2, stderr_src);
     break;
+  }
   }
   for (size_t i = 0; i < r->channel_count; i++)
     add_payload_fd(l, r->channels[i].child_fd, r->channels[i].host_fd);
@@ -1179,7 +1248,9 @@ maelys_execution_spawn(maelys_executor_t* executor,
   maelys__proc_rlimit_t rlimits[MAELYS__RLIMIT_COUNT];
   size_t rlimit_count = 0;
 
-  res = build_layout(e, request, &layout, out_error);
+  uint64_t needed = 0;
+  maelys_executor_plan_required_capabilities(plan, &needed, NULL);
+  res = build_layout(e, request, &layout, needed != 0, out_error);
   if (res != MAELYS_EXECUTOR_OK)
     goto fail;
   int payload_fds[MAELYS__ARRAY_SIZE(layout.fds)];
@@ -1344,6 +1415,11 @@ maelys_execution_spawn(maelys_executor_t* executor,
                                  uv_strerror(ur));
   }
   uv_poll_start(&e->proc_poll, UV_READABLE, on_proc);
+  for (int i = 0; i < 2; i++)
+    if (e->terminals[i] != NULL) {
+      e->open_handles++; /* one for the relay, closed in begin_close */
+      maelys__tty_relay_start(e->terminals[i], on_terminal_done, e);
+    }
   if (e->status_poll_init)
     uv_poll_start(&e->status_poll, UV_READABLE, on_status);
   if (e->receipt_chain != NULL)
@@ -1362,6 +1438,9 @@ fail:
   if (lifeline[1] >= 0)
     close(lifeline[1]);
   maelys__cgroup_remove(&e->cgroup);
+  for (int i = 0; i < 2; i++)
+    if (e->terminals[i] != NULL)
+      maelys__tty_relay_close(e->terminals[i], NULL, NULL);
   maelys__executor_launch_dispose(&launch);
   free(fds);
   for (int i = 0; i < 4; i++)
@@ -1655,6 +1734,9 @@ void maelys_execution_release(maelys_execution_t* e) {
   if (e->status_poll_init)
     uv_unref((uv_handle_t*)&e->status_poll);
   uv_unref((uv_handle_t*)&e->drain_timer);
+  for (int i = 0; i < 2; i++)
+    if (e->terminals[i] != NULL)
+      maelys__tty_relay_unref(e->terminals[i]);
   e->orphaned = true;
   e->orphan_next = e->executor->orphans;
   e->executor->orphans = e;

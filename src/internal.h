@@ -185,6 +185,7 @@ struct maelys_execution_request {
   uint32_t uid, gid;
   char* receipt_chain;   /* maelys_execution_request_set_receipt_chain */
   char* receipt_context; /* a JSON object's text */
+  bool terminal_raw; /* relay a terminal's output without making it inert */
 };
 
 /* ------------------------------------------------------------ launch */

@@ -405,3 +405,14 @@ const char* maelys_execution_request_receipt_dir(
     const maelys_execution_request_t* request) {
   return request ? request->receipt_dir : NULL;
 }
+
+maelys_executor_result_t
+maelys_execution_request_set_terminal_raw(maelys_execution_request_t* request,
+                                          int raw, char** out_error) {
+  MAELYS__CHECK_OUT_ERROR(out_error);
+  if (request == NULL || (raw != 0 && raw != 1))
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                 "set_terminal_raw needs a request and 0 or 1");
+  request->terminal_raw = raw == 1;
+  return MAELYS_EXECUTOR_OK;
+}

@@ -44,7 +44,7 @@ static void on_start(maelys_orchestrator_operation_t* op, maelys_execution_t* e,
   (void)op;
   uv_stream_t* socket = NULL;
   maelys_execution_stream(e, MAELYS_EXEC_STREAM_PROTOCOL, &socket, NULL);
-  st->relay = relay_start(st->loop, socket);
+  st->relay = relay_start(st->loop, socket, false);
 }
 
 static void on_result(maelys_orchestrator_session_t* s,

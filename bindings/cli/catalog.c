@@ -164,6 +164,12 @@ static const option_def_t o_file_size = {
     .kind = KIND_SIZE,
     .conflicts = LIST("--plan")};
 
+static const option_def_t o_raw_output = {
+    .name = "--raw-output",
+    .summary = "Write the program's bytes to a terminal as they are (by "
+               "default its control characters are made visible and inert "
+               "there: \\x1b)."};
+
 /* ----------------------------------------------------- run options */
 
 static const option_def_t o_env = {
@@ -232,31 +238,20 @@ static const option_def_t o_io = {
     .choices = io_choices,
     .default_text = "isolated"};
 
-static const option_def_t* const run_options[] = {&o_ro,
-                                                  &o_rw,
-                                                  &o_plan,
-                                                  &o_workspace,
-                                                  &o_allow_read,
-                                                  &o_deny,
-                                                  &o_network,
-                                                  &o_env,
-                                                  &o_pass_env,
-                                                  &o_backend,
-                                                  &o_wall_time,
-                                                  &o_grace,
-                                                  &o_receipt_dir,
-                                                  &o_trace,
-                                                  &o_quiet,
-                                                  &o_verbose_trace,
-                                                  &o_io,
-                                                  &warden_o_state_dir,
-                                                  &o_plan_digest,
-                                                  &o_tasks,
-                                                  &o_memory,
-                                                  &o_cpu_time,
-                                                  &o_open_files,
-                                                  &o_file_size,
-                                                  NULL};
+static const option_def_t* const run_options[] = {
+    &o_ro,          &o_rw,
+    &o_plan,        &o_workspace,
+    &o_allow_read,  &o_deny,
+    &o_network,     &o_env,
+    &o_pass_env,    &o_backend,
+    &o_wall_time,   &o_grace,
+    &o_receipt_dir, &o_trace,
+    &o_quiet,       &o_verbose_trace,
+    &o_io,          &warden_o_state_dir,
+    &o_plan_digest, &o_tasks,
+    &o_memory,      &o_cpu_time,
+    &o_open_files,  &o_file_size,
+    &o_raw_output,  NULL};
 
 static const operand_def_t run_operands[] = {
     {"PROGRAM",
@@ -296,7 +291,7 @@ static const command_def_t cmd_run = {
         "[--file-size SIZE] [--env NAME=VALUE]... [--pass-env NAME]... "
         "[--backend NAME] [--wall-time DURATION] [--grace DURATION] "
         "[--receipt-dir DIR] [--state-dir DIR] [--trace [--verbose-trace] | "
-        "--quiet] [--io MODE] -- PROGRAM [ARG...]",
+        "--quiet] [--io MODE] [--raw-output] -- PROGRAM [ARG...]",
     .purpose = "Run a program confined by a sealed plan, relaying its stdio "
                "and writing its receipt.",
     .effect = "stream",

@@ -81,7 +81,37 @@ struct relay {
   bool closing;
   chunk_t* pool;
   size_t pooled;
+  /* stdout is a terminal outside a terminal session: the payload's control
+   * characters are made visible and inert (invariant 21). */
+  bool inert;
+  bool after_c2; /* the last byte was 0xC2: a C1 control may follow */
 };
+
+/* "\xHH" for C0 controls but tab and newline, DEL and the C1 controls (UTF-8
+ * 0xC2 0x80..0x9F); `out` holds 6 * n bytes. */
+static size_t make_inert(relay_t* r, const char* in, size_t n, char* out) {
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)in[i];
+    if (r->after_c2) {
+      r->after_c2 = false;
+      if (c >= 0x80 && c <= 0x9f) {
+        o += (size_t)snprintf(out + o, 7, "\\u%04x", c);
+        continue;
+      }
+      out[o++] = (char)0xc2;
+    }
+    if (c == 0xc2) {
+      r->after_c2 = true;
+      continue;
+    }
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+      o += (size_t)snprintf(out + o, 5, "\\x%02x", c);
+    else
+      out[o++] = (char)c;
+  }
+  return o;
+}
 
 static chunk_t* chunk_get(relay_t* r) {
   chunk_t* c = r->pool;
@@ -220,9 +250,30 @@ static void on_file_written(uv_fs_t* req) {
   dir_pump(d);
 }
 
+static void deliver_bytes(direction_t* d, char* data, size_t len, chunk_t* c);
+
 /* Sends `len` bytes of `data` (owned by a chunk when from a stream read) to
- * the destination. */
+ * the destination; to an inert terminal, in chunks of what they become. */
 static void deliver(direction_t* d, char* data, size_t len, chunk_t* c) {
+  if (!d->is_output || !d->relay->inert || d->failed ||
+      d->dst->kind == END_NONE) {
+    deliver_bytes(d, data, len, c);
+    return;
+  }
+  char* copy = malloc(len);
+  if (copy == NULL)
+    abort();
+  memcpy(copy, data, len);
+  chunk_put(d->relay, c);
+  char out[6 * 1024];
+  for (size_t off = 0; off < len; off += 1024) {
+    size_t n = len - off < 1024 ? len - off : 1024;
+    deliver_bytes(d, out, make_inert(d->relay, copy + off, n, out), NULL);
+  }
+  free(copy);
+}
+
+static void deliver_bytes(direction_t* d, char* data, size_t len, chunk_t* c) {
   if (d->failed || d->dst->kind == END_NONE) {
     chunk_put(d->relay, c);
     return;
@@ -397,13 +448,14 @@ static void dir_finish(direction_t* d) {
   }
 }
 
-relay_t* relay_start(uv_loop_t* loop, uv_stream_t* socket) {
+relay_t* relay_start(uv_loop_t* loop, uv_stream_t* socket, bool raw_output) {
   relay_t* r = calloc(1, sizeof *r);
   if (r == NULL)
     return NULL;
   r->loop = loop;
   open_end(r, &r->in, 0, true);
   open_end(r, &r->out, 1, false);
+  r->inert = !raw_output && isatty(1) && r->out.kind == END_STREAM;
   r->sock.kind = END_STREAM;
   r->sock.stream = socket;
   uv_fileno((uv_handle_t*)socket, &r->sock.fd);

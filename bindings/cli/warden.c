@@ -591,6 +591,9 @@ int warden_run(const invocation_t* inv) {
                                                  FORCE_BUDGET_MS, &error);
   if (r == MAELYS_EXECUTOR_OK)
     r = maelys_execution_request_set_receipt_dir(req, receipts, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_terminal_raw(
+        req, cli_flag(inv, "--raw-output") ? 1 : 0, &error);
   if (r != MAELYS_EXECUTOR_OK) {
     cli_fail(&err, error_code_for(r), NULL, "%s", error ? error : "");
     goto fail;
@@ -647,7 +650,7 @@ int warden_run(const invocation_t* inv) {
   uv_stream_t* socket = NULL;
   maelys_execution_stream(st.execution, MAELYS_EXEC_STREAM_PROTOCOL, &socket,
                           NULL);
-  st.relay = relay_start(loop, socket);
+  st.relay = relay_start(loop, socket, cli_flag(inv, "--raw-output"));
   static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
   for (int i = 0; i < 3; i++) {
     uv_signal_init(loop, &st.signals[i]);

@@ -93,8 +93,10 @@ typedef struct relay relay_t;
  * stdout: bytes only, 64 KiB reads, backpressure both ways (a direction
  * stops reading while its destination holds more than a high-water mark),
  * half-close (stdin's end-of-file shuts the socket's write side; the
- * socket's end-of-file closes stdout). `socket` is borrowed. */
-relay_t* relay_start(uv_loop_t* loop, uv_stream_t* socket);
+ * socket's end-of-file closes stdout). `socket` is borrowed. When stdout is
+ * a terminal and not raw_output, control characters are made visible and
+ * inert ("\x1b") on their way to it (invariant 21). */
+relay_t* relay_start(uv_loop_t* loop, uv_stream_t* socket, bool raw_output);
 /* True once the socket reached end-of-file and stdout was flushed and
  * closed. */
 bool relay_output_done(const relay_t* relay);

@@ -517,6 +517,17 @@ maelys_execution_request_add_channel(maelys_execution_request_t* request,
                                      int child_fd, int* host_fd,
                                      char** out_error);
 
+/* A confined payload never holds a terminal of the host (invariant 21): when
+ * its stdout or inherited stderr would be one, it gets a pipe, and the
+ * executor copies what arrives to the terminal on its loop (bounded: a slow
+ * terminal never blocks the payload; excess output is dropped and counted).
+ * By default control characters are made visible and inert on the way
+ * ("\x1b"); raw = 1 passes them through (a host that trusts the bytes, or
+ * filters them itself). */
+MAELYS_EXECUTOR_API maelys_executor_result_t
+maelys_execution_request_set_terminal_raw(maelys_execution_request_t* request,
+                                          int raw, char** out_error);
+
 /* The unprivileged identity a sandboxing backend runs the payload under when
  * the host is uid 0 (never 0 itself). Unset: the backend's documented
  * default. */

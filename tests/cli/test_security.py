@@ -250,6 +250,53 @@ class Security(WardenCase):
         finally:
             s.close()
 
+    # -------------------------------- invariant 21: no terminal enters
+
+    def run_on_terminal(self, *args):
+        """Runs maelys-warden with a fresh pseudo-terminal as its stdin,
+        stdout and stderr; returns (status, what reached the terminal)."""
+        import pty
+        import select
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([ARGS.warden] + list(args), stdin=slave,
+                                stdout=slave, stderr=slave, env=self.env(),
+                                cwd=self.ws, close_fds=True)
+        os.close(slave)
+        seen = b""
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            r, _, _ = select.select([master], [], [], 0.1)
+            if r:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            elif proc.poll() is not None:
+                break
+        code = proc.wait(timeout=30)
+        os.close(master)
+        return code, seen
+
+    def test_terminal_never_reaches_the_payload(self):
+        """maelys-warden on a terminal: the payload holds none of it (not
+        its stderr, not a descriptor to read typed input from), and what it
+        writes reaches the terminal inert -- unless --raw-output."""
+        code, seen = self.run_on_terminal(
+            *self.run_args("--io", "stdio", "--", ARGS.fixture, "terminal"))
+        self.assertEqual(code, 0, seen)
+        self.assertIn(b"isatty=000 tcgetattr=0 winsize=0", seen)
+        self.assertIn(b"osc52:\\x1b]52;c;SGVsbG8=\\x07", seen)
+        self.assertNotIn(b"\x1b]52", seen)
+        self.assertNotIn(b"\x1b[2J", seen)
+        code, seen = self.run_on_terminal(
+            *self.run_args("--io", "stdio", "--raw-output", "--",
+                           ARGS.fixture, "terminal"))
+        self.assertEqual(code, 0, seen)
+        self.assertIn(b"\x1b[2J", seen)
+
     # --------------------------------- a receipt is never silently lost
 
     def test_unwritable_receipt_dir_refuses_the_run(self):

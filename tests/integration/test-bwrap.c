@@ -642,6 +642,97 @@ static void test_untrusted_programs_refused(void** state) {
   rm_rf(dir);
 }
 
+/* Reads the terminal's master side into a buffer, once the payload said it
+ * got through its flood without anyone reading. */
+typedef struct terminal_reader {
+  uv_poll_t poll;
+  int master;
+  collected_t* out; /* the payload's stdout */
+  char* seen;
+  size_t len, cap;
+} terminal_reader_t;
+
+static void on_master(uv_poll_t* p, int status, int events) {
+  terminal_reader_t* t = p->data;
+  (void)status;
+  (void)events;
+  if (t->out->data == NULL || strstr(t->out->data, "flooded") == NULL)
+    return; /* not yet: nobody reads the terminal during the flood */
+  for (;;) {
+    if (t->len + 65536 > t->cap) {
+      t->cap = t->cap ? 2 * t->cap : 1 << 20;
+      t->seen = realloc(t->seen, t->cap);
+      assert_non_null(t->seen);
+    }
+    ssize_t r = read(t->master, t->seen + t->len, t->cap - t->len - 1);
+    if (r <= 0)
+      break;
+    t->len += (size_t)r;
+    t->seen[t->len] = '\0';
+  }
+}
+
+/* Invariant 21: with the host's stderr a terminal, the confined payload gets
+ * a pipe, not the terminal; its escape sequences arrive inert; a terminal
+ * nobody reads never blocks it (output past the relay's bound is dropped,
+ * and that is said). */
+static void test_no_terminal_enters(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+  assert_true(master >= 0);
+  assert_int_equal(grantpt(master), 0);
+  assert_int_equal(unlockpt(master), 0);
+  int slave = open(ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC);
+  assert_true(slave >= 0);
+  int saved = dup(2);
+  assert_int_equal(dup2(slave, 2), 2);
+  maelys_executor_plan_t* plan =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  maelys_execution_request_t* req = sandbox_request(NULL, ARGS("terminal"));
+  maelys_execution_t* e = NULL;
+  char* err = NULL;
+  if (maelys_execution_spawn(h.executor, plan, req, &e, &err) != 0)
+    fail_msg("spawn: %s", err);
+  dup2(saved, 2);
+  close(saved);
+  collected_t out;
+  uv_stream_t* s = NULL;
+  maelys_execution_stream(e, MAELYS_EXEC_STREAM_STDOUT, &s, NULL);
+  collect_start(s, &out);
+  terminal_reader_t t = {.master = master, .out = &out};
+  uv_poll_init(&h.loop, &t.poll, master);
+  t.poll.data = &t;
+  uv_poll_start(&t.poll, UV_READABLE, on_master);
+  waited_t w;
+  memset(&w, 0, sizeof w);
+  maelys_execution_wait(e, waited_cb, &w, NULL);
+  harness_run_until(&h, &w.done);
+  on_master(&t.poll, 0, 0);
+  uv_close((uv_handle_t*)&t.poll, NULL);
+  expect_line(&out, "isatty=000 tcgetattr=0 winsize=0");
+  expect_line(&out, "flooded");
+  assert_int_equal(w.status.exit_code, 0);
+  assert_non_null(t.seen);
+  assert_non_null(strstr(t.seen, "osc52:\\x1b]52;c;SGVsbG8=\\x07"));
+  assert_non_null(strstr(t.seen, "clear:\\x1b[2J"));
+  assert_non_null(strstr(t.seen, "c1:\\u009b"));
+  assert_null(strchr(t.seen, '\x1b'));
+  assert_non_null(strstr(t.seen, "bytes of output dropped"));
+  free(t.seen);
+  maelys_execution_release(e);
+  close(slave);
+  close(master);
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
 /* The positive twins: allowed reads and writes work, and network INHERIT
  * reaches the loopback listener. */
 static void test_allowed_twins(void** state) {
@@ -1208,6 +1299,7 @@ int main(void) {
       cmocka_unit_test(test_setid_never_leaves),
       cmocka_unit_test(test_system_trees_never_writable),
       cmocka_unit_test(test_untrusted_programs_refused),
+      cmocka_unit_test(test_no_terminal_enters),
       cmocka_unit_test(test_allowed_twins),
       cmocka_unit_test(test_never_host_root),
       cmocka_unit_test(test_32bit_entries_killed),
