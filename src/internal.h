@@ -185,7 +185,7 @@ struct maelys_execution_request {
   uint32_t uid, gid;
   char* receipt_chain;   /* maelys_execution_request_set_receipt_chain */
   char* receipt_context; /* a JSON object's text */
-  bool terminal_raw; /* relay a terminal's output without making it inert */
+  bool terminal_raw;     /* relay a terminal's output without making it inert */
 };
 
 /* ------------------------------------------------------------ launch */
@@ -361,6 +361,12 @@ int maelys__execution_root_pid(const maelys_execution_t* execution);
 void maelys__execution_drop_lifeline(maelys_execution_t* execution);
 
 /* ----------------------------------------------------------- receipt */
+
+/* What network NONE does not cover, said wherever it is promised. */
+#define MAELYS__NETWORK_NONE_NOTE                                              \
+  "no socket of any family but AF_UNIX, and no interface but loopback; a "     \
+  "pathname unix socket that a bound directory holds stays connectable, so "   \
+  "a directory the plan binds must hold none"
 
 typedef struct maelys__receipt_input {
   const char* execution_id;

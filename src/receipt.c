@@ -249,6 +249,13 @@ char* maelys__executor_receipt_render(const maelys__receipt_input_t* in) {
   json_object_set_new(doc, "stop", stop ? stop : json_null());
   json_object_set_new(doc, "resource_usage", usage ? usage : json_null());
   json_object_set_new(doc, "limits", limits_json(in->plan));
+  if (in->plan != NULL) {
+    maelys_executor_network_t net = maelys_executor_plan_network(in->plan);
+    json_t* n = json_pack("{s:s}", "mode", maelys__executor_network_name(net));
+    if (n != NULL && net != MAELYS_EXECUTOR_NETWORK_INHERIT)
+      json_object_set_new(n, "note", json_string(MAELYS__NETWORK_NONE_NOTE));
+    json_object_set_new(doc, "network", n ? n : json_null());
+  }
   if (in->identity_set)
     json_object_set_new(doc, "identity",
                         json_pack("{s:I, s:I}", "uid",

@@ -241,6 +241,11 @@ static json_t* capability_names(uint64_t mask) {
 
 /* --------------------------------------------------------------- probe */
 
+#define NETWORK_NONE_NOTE                                                      \
+  "no socket but AF_UNIX, no interface but loopback; a pathname unix socket "  \
+  "inside a directory the plan binds stays connectable, so --allow-read "      \
+  "refuses directories that hold one within two levels"
+
 int warden_probe(const invocation_t* inv) {
   uv_loop_t loop;
   uv_loop_init(&loop);
@@ -262,14 +267,21 @@ int warden_probe(const invocation_t* inv) {
     uint64_t proved = 0;
     maelys_executor_backend_capabilities(ex, name, &proved, NULL);
     json_t* missing = json_object();
+    json_t* notes = json_object();
     size_t off = strlen(text);
     snprintf(text + off, sizeof text - off, "%s\n", name);
-    for (int b = 0; b < 18; b++) {
+    for (int b = 0; (UINT64_C(1) << b) & MAELYS_BACKEND_CAP_ALL; b++) {
       uint64_t bit = UINT64_C(1) << b;
       const char* cap = maelys_executor_capability_name(bit);
       off = strlen(text);
       if (proved & bit) {
-        snprintf(text + off, sizeof text - off, "  + %s\n", cap);
+        /* What network none does not cover, where it is promised. */
+        const char* note =
+            bit == MAELYS_BACKEND_CAP_NETWORK_NONE ? NETWORK_NONE_NOTE : NULL;
+        snprintf(text + off, sizeof text - off, "  + %s%s%s%s\n", cap,
+                 note ? " (" : "", note ? note : "", note ? ")" : "");
+        if (note != NULL)
+          json_object_set_new(notes, cap, json_string(note));
         continue;
       }
       char* why = NULL;
@@ -281,10 +293,11 @@ int warden_probe(const invocation_t* inv) {
     }
     char* diag = NULL;
     maelys_executor_backend_diagnostic(ex, name, &diag, NULL);
-    json_array_append_new(
-        backends, json_pack("{s:s, s:o, s:o, s:s}", "name", name,
-                            "capabilities", capability_names(proved), "missing",
-                            missing, "diagnostic", diag ? diag : ""));
+    json_array_append_new(backends,
+                          json_pack("{s:s, s:o, s:o, s:o, s:s}", "name", name,
+                                    "capabilities", capability_names(proved),
+                                    "missing", missing, "notes", notes,
+                                    "diagnostic", diag ? diag : ""));
     maelys_executor_string_free(diag);
   }
   maelys_executor_destroy(ex, NULL);
@@ -594,6 +607,16 @@ int warden_run(const invocation_t* inv) {
   if (r == MAELYS_EXECUTOR_OK)
     r = maelys_execution_request_set_terminal_raw(
         req, cli_flag(inv, "--raw-output") ? 1 : 0, &error);
+  /* Ceilings that could not be enforced are said, not left out silently:
+   * no backend here proved a memory ceiling, so none was set. */
+  if (r == MAELYS_EXECUTOR_OK &&
+      maelys_executor_plan_limit_get(plan, MAELYS_EXECUTOR_LIMIT_MEMORY,
+                                     NULL) != 0 &&
+      !policy.memory_proved) {
+    trace(&say, "memory: unbounded (no writable cgroup)");
+    r = maelys_execution_request_set_receipt_context(
+        req, "{\"memory\": \"unbounded (no writable cgroup)\"}", &error);
+  }
   if (r != MAELYS_EXECUTOR_OK) {
     cli_fail(&err, error_code_for(r), NULL, "%s", error ? error : "");
     goto fail;
