@@ -17,7 +17,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -119,6 +122,29 @@ static bool has_word(const char* file, const char* word) {
   return false;
 }
 
+/* A cgroup is named maelys-<host pid>-<execution id>. Between its mkdir and
+ * the moment the child joins it, a cgroup is empty yet in use: removing
+ * every empty one (as this once did) made a concurrent host's launch fail
+ * with "join the execution's cgroup: No such file or directory". So a sweep
+ * removes only what a host that is gone left behind: its pid no longer
+ * exists here, and the cgroup is more than a few seconds old (a host in
+ * another pid namespace cannot be seen; its launch window is milliseconds).
+ * rmdir still refuses (EBUSY) a cgroup that holds processes. */
+static bool stale(int dir, const char* name) {
+  unsigned long pid = 0;
+  if (sscanf(name + strlen(NAME_PREFIX), "%lu-", &pid) != 1 || pid == 0 ||
+      pid > INT32_MAX)
+    return true; /* not a name this code makes: an older layout */
+  if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+    return false;
+  struct stat st;
+  struct timespec now;
+  if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+      clock_gettime(CLOCK_REALTIME, &now) != 0)
+    return false;
+  return now.tv_sec - st.st_ctim.tv_sec > 5;
+}
+
 static void sweep(const char* parent) {
   DIR* d = opendir(parent);
   if (d == NULL)
@@ -126,7 +152,7 @@ static void sweep(const char* parent) {
   struct dirent* e;
   while ((e = readdir(d)) != NULL)
     if (strncmp(e->d_name, NAME_PREFIX, strlen(NAME_PREFIX)) == 0 &&
-        e->d_type == DT_DIR)
+        e->d_type == DT_DIR && stale(dirfd(d), e->d_name))
       unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR); /* EBUSY while in use */
   closedir(d);
 }
@@ -186,7 +212,8 @@ int maelys__cgroup_create(const maelys__cgroup_parent_t* parent,
                           size_t error_size) {
   out->dir_fd = out->parent_fd = -1;
   out->version = parent->version;
-  snprintf(out->name, sizeof out->name, NAME_PREFIX "%.32s", name);
+  snprintf(out->name, sizeof out->name, NAME_PREFIX "%ld-%.32s", (long)getpid(),
+           name);
   if (parent->path[0] == '\0') {
     snprintf(error, error_size, "%s", parent->why);
     return -ENOTSUP;

@@ -23,7 +23,7 @@ typedef struct maelys__cgroup {
   int dir_fd;    /* the execution's cgroup, or -1 */
   int parent_fd; /* its parent directory, for the removal */
   int version;
-  char name[48];
+  char name[72];
 } maelys__cgroup_t;
 
 /* Finds the parent directory of per-execution cgroups (never fails: an
