@@ -17,18 +17,6 @@
 
 #include "warden.h"
 
-/* The minimal runtime: top-level directories (or the symlinks merged-/usr
- * systems have there) and the few files of /etc a program needs to start,
- * resolve users and trust certificates. Nothing else of /etc, and never
- * /run, /tmp or a home directory. */
-static const char* const runtime_dirs[] = {
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", NULL};
-static const char* const runtime_etc[] = {
-    "/etc/ld.so.cache",  "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-    "/etc/alternatives", "/etc/ssl",        "/etc/ca-certificates",
-    "/etc/passwd",       "/etc/group",      "/etc/nsswitch.conf",
-    "/etc/localtime",    "/etc/hosts",      NULL};
-
 #define PROFILE_TMP_SIZE (UINT64_C(256) << 20)
 
 static int plan_error(cli_error_t* err, maelys_executor_result_t r, char* error,
@@ -38,30 +26,6 @@ static int plan_error(cli_error_t* err, maelys_executor_result_t r, char* error,
       NULL, "%s: %s", what, error ? error : maelys_executor_result_name(r));
   maelys_executor_error_free(error);
   return -1;
-}
-
-/* A runtime path as it is on the host: a symlink stays a symlink (with the
- * same text) so that nothing is bound through a link; a directory or file is
- * bound read-only; an absent one is left out. */
-static int add_runtime(maelys_executor_plan_t* plan, const char* path,
-                       cli_error_t* err) {
-  struct stat st;
-  char* error = NULL;
-  maelys_executor_result_t r = MAELYS_EXECUTOR_OK;
-  if (lstat(path, &st) != 0)
-    return 0;
-  if (S_ISLNK(st.st_mode)) {
-    char target[PATH_MAX];
-    ssize_t n = readlink(path, target, sizeof target - 1);
-    if (n <= 0)
-      return 0;
-    target[n] = '\0';
-    r = maelys_executor_plan_add_symlink(plan, target, path, &error);
-  } else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
-    r = maelys_executor_plan_add_bind(plan, path, path, 0,
-                                      MAELYS_EXECUTOR_MISSING_SKIP, &error);
-  }
-  return r == MAELYS_EXECUTOR_OK ? 0 : plan_error(err, r, error, path);
 }
 
 int warden_absolute(const char* path, char* out, size_t size) {
@@ -167,12 +131,9 @@ int warden_profile_plan(const warden_policy_t* policy,
     return plan_error(err, r, error, "creating the plan");
   r = maelys_executor_plan_set_root(plan, MAELYS_EXECUTOR_ROOT_READONLY, 0,
                                     &error);
-  for (size_t i = 0; r == MAELYS_EXECUTOR_OK && runtime_dirs[i]; i++)
-    if (add_runtime(plan, runtime_dirs[i], err) != 0)
-      goto fail;
-  for (size_t i = 0; r == MAELYS_EXECUTOR_OK && runtime_etc[i]; i++)
-    if (add_runtime(plan, runtime_etc[i], err) != 0)
-      goto fail;
+  /* The minimal runtime (the library's list: executor.h). */
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_executor_plan_add_minimal_runtime(plan, &error);
   if (r == MAELYS_EXECUTOR_OK)
     r = maelys_executor_plan_add_proc(plan, "/proc", &error);
   if (r == MAELYS_EXECUTOR_OK)

@@ -30,6 +30,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* uv.h needs POSIX types (pthread_rwlock_t...) that a strict -std=c11 hides:
+ * say so here rather than let the first error point inside uv.h. */
+#if defined(__STRICT_ANSI__) && !defined(_POSIX_C_SOURCE) &&                   \
+    !defined(_XOPEN_SOURCE) && !defined(_GNU_SOURCE) &&                        \
+    !defined(_DEFAULT_SOURCE)
+#error                                                                         \
+    "maelys/executor.h needs POSIX: with -std=c11 also pass -D_GNU_SOURCE (or -D_POSIX_C_SOURCE=200809L), as libuv's uv.h does"
+#endif
+
 #include <uv.h>
 
 #ifdef __cplusplus
@@ -294,6 +303,21 @@ MAELYS_EXECUTOR_API maelys_executor_result_t maelys_executor_plan_add_symlink(
     char** out_error);
 MAELYS_EXECUTOR_API maelys_executor_result_t maelys_executor_plan_add_dir(
     maelys_executor_plan_t* plan, const char* destination, char** out_error);
+
+/*
+ * The minimal runtime a dynamically linked program needs to start, read-only
+ * and at the same paths: /usr, /bin, /sbin, /lib, /lib32, /lib64 and /libx32
+ * where they exist (a merged-/usr symlink such as /bin -> usr/bin is added
+ * as the same symlink, so nothing is bound through a link), and from /etc
+ * only ld.so.cache, ld.so.conf(.d), alternatives, ssl, ca-certificates,
+ * passwd, group, nsswitch.conf, localtime and hosts. Nothing else of /etc,
+ * never /run, /tmp or a home directory, and no /proc, /dev or /tmp (add them
+ * with the calls above). Binding /usr alone is not enough on a merged-/usr
+ * system: /bin/echo is reached through the /bin symlink.
+ */
+MAELYS_EXECUTOR_API maelys_executor_result_t
+maelys_executor_plan_add_minimal_runtime(maelys_executor_plan_t* plan,
+                                         char** out_error);
 
 /* A filesystem rule on the host path `path` (visible at the same path inside
  * the sandbox). */

@@ -4,7 +4,9 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -594,8 +596,71 @@ static void test_network_must_be_set_and_limits(void** state) {
   maelys_executor_plan_destroy(p);
 }
 
+/* The minimal runtime: what exists on this host, symlinks kept as symlinks,
+ * all or nothing, and the usual refusals. */
+static void test_minimal_runtime(void** state) {
+  (void)state;
+  maelys_executor_plan_t* plan = NULL;
+  char* err = NULL;
+  assert_int_equal(maelys_executor_plan_create(&plan, NULL), 0);
+  assert_int_equal(maelys_executor_plan_add_minimal_runtime(plan, &err), 0);
+  assert_null(err);
+  struct stat st;
+  bool saw_usr = false, saw_bin = false;
+  for (size_t i = 0; i < plan->mount_count; i++) {
+    const maelys__mount_t* m = &plan->mounts[i];
+    if (strcmp(m->destination, "/usr") == 0)
+      saw_usr = m->kind == MAELYS_EXECUTOR_MOUNT_RO_BIND;
+    if (strcmp(m->destination, "/bin") == 0) {
+      assert_int_equal(lstat("/bin", &st), 0);
+      saw_bin =
+          m->kind == (S_ISLNK(st.st_mode) ? MAELYS_EXECUTOR_MOUNT_SYMLINK
+                                          : MAELYS_EXECUTOR_MOUNT_RO_BIND);
+    }
+    assert_true(m->kind == MAELYS_EXECUTOR_MOUNT_RO_BIND ||
+                m->kind == MAELYS_EXECUTOR_MOUNT_SYMLINK);
+    assert_true(strcmp(m->destination, "/etc/shadow") != 0);
+    assert_true(strcmp(m->destination, "/tmp") != 0 &&
+                strcmp(m->destination, "/run") != 0 &&
+                strcmp(m->destination, "/etc") != 0);
+  }
+  assert_true(saw_usr);
+  assert_true(saw_bin);
+  /* All or nothing: with room for only two more mounts, nothing is left. */
+  maelys_executor_plan_t* full = NULL;
+  assert_int_equal(maelys_executor_plan_create(&full, NULL), 0);
+  char dest[64];
+  for (int i = 0; i < MAELYS_EXECUTOR_MAX_ENTRIES - 2; i++) {
+    snprintf(dest, sizeof dest, "/d%d", i);
+    assert_int_equal(maelys_executor_plan_add_dir(full, dest, NULL), 0);
+  }
+  size_t before = full->mount_count;
+  assert_int_equal(maelys_executor_plan_add_minimal_runtime(full, &err),
+                   MAELYS_EXECUTOR_ERR_ARGUMENT);
+  assert_non_null(strstr(err, "mounts"));
+  maelys_executor_error_free(err);
+  err = NULL;
+  assert_int_equal(full->mount_count, before);
+  maelys_executor_plan_destroy(full);
+  assert_int_equal(maelys_executor_plan_add_minimal_runtime(NULL, &err),
+                   MAELYS_EXECUTOR_ERR_ARGUMENT);
+  assert_non_null(strstr(err, "plan is NULL"));
+  maelys_executor_error_free(err);
+  err = NULL;
+  assert_int_equal(
+      maelys_executor_plan_set_network(plan, MAELYS_EXECUTOR_NETWORK_NONE, 0),
+      0);
+  assert_int_equal(maelys_executor_plan_seal(plan, NULL), 0);
+  assert_int_equal(maelys_executor_plan_add_minimal_runtime(plan, &err),
+                   MAELYS_EXECUTOR_ERR_SEALED);
+  assert_non_null(strstr(err, "sealed"));
+  maelys_executor_error_free(err);
+  maelys_executor_plan_destroy(plan);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_minimal_runtime),
       cmocka_unit_test(test_network_must_be_set_and_limits),
       cmocka_unit_test(test_digest_golden),
       cmocka_unit_test(test_digest_binds_every_rule),
