@@ -79,20 +79,45 @@ static const option_def_t o_ro = {
     .summary = "Built-in profile: the workspace read-only, the minimal runtime "
                "read-only, "
                "a private sized /tmp, no network.",
-    .conflicts = LIST("--rw", "--plan")};
+    .conflicts = LIST("--rw", "--plan", "--policy")};
 static const option_def_t o_rw = {
     .name = "--rw",
     .summary =
         "Built-in profile: the workspace read-write, the minimal runtime "
         "read-only, a private sized /tmp, no network.",
-    .conflicts = LIST("--ro", "--plan")};
+    .conflicts = LIST("--ro", "--plan", "--policy")};
 static const option_def_t o_plan = {
     .name = "--plan",
     .summary = "A JSON plan in the executor's vocabulary "
                "(maelys-executor-plan/1) instead of a built-in profile.",
     .arg_name = "FILE",
     .kind = KIND_PATH,
-    .conflicts = LIST("--ro", "--rw", "--allow-read", "--deny", "--network")};
+    .conflicts = LIST("--ro", "--rw", "--policy", "--allow-read", "--deny",
+                      "--network")};
+static const option_def_t o_policy = {
+    .name = "--policy",
+    .summary =
+        "A policy in canonical MIR, compiled by libmaelys-sandbox-policy "
+        "against this host's workspace and runtime and lowered by the "
+        "Warden Policy adapter (when this program was built with it).",
+    .arg_name = "FILE",
+    .kind = KIND_PATH,
+    .conflicts =
+        LIST("--ro", "--rw", "--plan", "--allow-read", "--deny", "--network")};
+static const option_def_t o_mediator = {
+    .name = "--mediator",
+    .summary = "The trusted mediator id a --policy with mediated network "
+               "uses (maelys-egress.fd4 or maelys-egress.proxy).",
+    .arg_name = "ID",
+    .kind = KIND_STRING,
+    .requires = LIST("--policy")};
+static const option_def_t o_policy_temp = {
+    .name = "--policy-temp",
+    .summary = "The host directory a --policy's temp root names (refused "
+               "like a workspace); none by default.",
+    .arg_name = "DIR",
+    .kind = KIND_PATH,
+    .requires = LIST("--policy")};
 static const option_def_t o_workspace = {
     .name = "--workspace",
     .summary = "The workspace directory (the payload's working directory).",
@@ -238,20 +263,35 @@ static const option_def_t o_io = {
     .choices = io_choices,
     .default_text = "isolated"};
 
-static const option_def_t* const run_options[] = {
-    &o_ro,          &o_rw,
-    &o_plan,        &o_workspace,
-    &o_allow_read,  &o_deny,
-    &o_network,     &o_env,
-    &o_pass_env,    &o_backend,
-    &o_wall_time,   &o_grace,
-    &o_receipt_dir, &o_trace,
-    &o_quiet,       &o_verbose_trace,
-    &o_io,          &warden_o_state_dir,
-    &o_plan_digest, &o_tasks,
-    &o_memory,      &o_cpu_time,
-    &o_open_files,  &o_file_size,
-    &o_raw_output,  NULL};
+static const option_def_t* const run_options[] = {&o_ro,
+                                                  &o_rw,
+                                                  &o_plan,
+                                                  &o_workspace,
+                                                  &o_allow_read,
+                                                  &o_deny,
+                                                  &o_network,
+                                                  &o_env,
+                                                  &o_pass_env,
+                                                  &o_backend,
+                                                  &o_wall_time,
+                                                  &o_grace,
+                                                  &o_receipt_dir,
+                                                  &o_trace,
+                                                  &o_quiet,
+                                                  &o_verbose_trace,
+                                                  &o_io,
+                                                  &warden_o_state_dir,
+                                                  &o_plan_digest,
+                                                  &o_tasks,
+                                                  &o_memory,
+                                                  &o_cpu_time,
+                                                  &o_open_files,
+                                                  &o_file_size,
+                                                  &o_raw_output,
+                                                  &o_policy,
+                                                  &o_mediator,
+                                                  &o_policy_temp,
+                                                  NULL};
 
 static const operand_def_t run_operands[] = {
     {"PROGRAM",
@@ -262,11 +302,11 @@ static const operand_def_t run_operands[] = {
 };
 
 static const constraint_def_t policy_constraints[] = {
-    {"exactly-one", LIST("--ro", "--rw", "--plan")},
+    {"exactly-one", LIST("--ro", "--rw", "--plan", "--policy")},
 };
 
 static const constraint_def_t run_constraints[] = {
-    {"exactly-one", LIST("--ro", "--rw", "--plan")},
+    {"exactly-one", LIST("--ro", "--rw", "--plan", "--policy")},
     {"at-most-one", LIST("--trace", "--quiet")},
     {"requires", LIST("--verbose-trace", "--trace")},
 };
@@ -285,7 +325,8 @@ static const command_def_t cmd_run = {
     .id = "run",
     .word = "run",
     .usage =
-        "run (--ro | --rw | --plan FILE [--plan-digest DIGEST]) [--workspace "
+        "run (--ro | --rw | --plan FILE [--plan-digest DIGEST] | --policy "
+        "FILE [--mediator ID] [--policy-temp DIR]) [--workspace "
         "DIR] [--allow-read PATH]... [--deny PATH]... [--network MODE] "
         "[--tasks N] [--memory SIZE] [--cpu-time DURATION] [--open-files N] "
         "[--file-size SIZE] [--env NAME=VALUE]... [--pass-env NAME]... "
@@ -314,13 +355,26 @@ static const command_def_t cmd_run = {
 
 /* ---------------------------------------------------------- plan, probe */
 
-static const option_def_t* const plan_options[] = {
-    &o_ro,        &o_rw,          &o_plan,
-    &o_workspace, &o_allow_read,  &o_deny,
-    &o_network,   &o_plan_digest, &o_tasks,
-    &o_memory,    &o_cpu_time,    &o_open_files,
-    &o_file_size, &o_receipt_dir, &warden_o_state_dir,
-    NULL};
+static const option_def_t* const plan_options[] = {&o_ro,
+                                                   &o_rw,
+                                                   &o_plan,
+                                                   &o_workspace,
+                                                   &o_allow_read,
+                                                   &o_deny,
+                                                   &o_network,
+                                                   &o_plan_digest,
+                                                   &o_tasks,
+                                                   &o_memory,
+                                                   &o_cpu_time,
+                                                   &o_open_files,
+                                                   &o_file_size,
+                                                   &o_receipt_dir,
+                                                   &warden_o_state_dir,
+                                                   &o_policy,
+                                                   &o_mediator,
+                                                   &o_policy_temp,
+                                                   &o_backend,
+                                                   NULL};
 
 static const example_def_t plan_examples[] = {
     {LIST("plan", "--rw", "--deny", "/etc/ssl/private"),
@@ -331,11 +385,12 @@ static const example_def_t plan_examples[] = {
 static const command_def_t cmd_plan = {
     .id = "plan",
     .word = "plan",
-    .usage = "plan (--ro | --rw | --plan FILE [--plan-digest DIGEST]) "
+    .usage = "plan (--ro | --rw | --plan FILE [--plan-digest DIGEST] | "
+             "--policy FILE [--mediator ID] [--policy-temp DIR]) "
              "[--workspace DIR] [--allow-read PATH]... [--deny PATH]... "
              "[--network MODE] [--tasks N] [--memory SIZE] [--cpu-time "
              "DURATION] [--open-files N] [--file-size SIZE] [--receipt-dir "
-             "DIR] [--state-dir DIR]",
+             "DIR] [--state-dir DIR] [--backend NAME]",
     .purpose = "Build and seal the plan run would use, and print it with its "
                "digest, without running anything.",
     .effect = "read",

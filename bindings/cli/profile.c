@@ -287,6 +287,8 @@ int warden_policy_from(const invocation_t* inv, warden_policy_t* policy,
                        cli_error_t* err) {
   memset(policy, 0, sizeof *policy);
   policy->plan_file = cli_value(inv, "--plan");
+  policy->policy_file = cli_value(inv, "--policy");
+  policy->mediator = cli_value(inv, "--mediator");
   policy->writable = cli_flag(inv, "--rw");
   const char* net = cli_value(inv, "--network");
   policy->network_inherit = net != NULL && strcmp(net, "inherit") == 0;
@@ -304,6 +306,12 @@ int warden_policy_from(const invocation_t* inv, warden_policy_t* policy,
   struct stat st;
   if (warden_workspace_path(cli_value(inv, "--workspace"), policy->workspace,
                             &st, err) != 0)
+    return -1;
+  /* The temp root a policy may grant: a directory no symbolic link reaches,
+   * refused where a workspace would be (/, /tmp, a home...). */
+  const char* temp = cli_value(inv, "--policy-temp");
+  if (temp != NULL &&
+      warden_workspace_path(temp, policy->policy_temp, &st, err) != 0)
     return -1;
   static const struct {
     const char* option;

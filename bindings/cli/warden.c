@@ -144,8 +144,13 @@ static int plan_for(const invocation_t* inv, maelys_executor_t* ex,
   policy->memory_proved =
       some_backend_proved(ex, MAELYS_BACKEND_CAP_LIMIT_MEMORY);
   char state[PATH_MAX];
-  if (warden_build_plan(policy, plan, err) != 0 ||
-      warden_receipt_dir(inv, receipts, PATH_MAX, err) != 0 ||
+  const char* backend = cli_value(inv, "--backend");
+  if (policy->policy_file != NULL
+          ? warden_policy_plan(policy, ex, backend ? backend : "bubblewrap",
+                               plan, err) != 0
+          : warden_build_plan(policy, plan, err) != 0)
+    return -1;
+  if (warden_receipt_dir(inv, receipts, PATH_MAX, err) != 0 ||
       warden_state_dir(inv, state, sizeof state, err) != 0)
     return -1;
   warden_protected_t protect = {.count = 0};
@@ -153,6 +158,8 @@ static int plan_for(const invocation_t* inv, maelys_executor_t* ex,
   warden_protect(&protect, "the receipt directory", receipts);
   if (policy->plan_file != NULL)
     warden_protect(&protect, "the plan file", policy->plan_path);
+  if (policy->policy_file != NULL)
+    warden_protect(&protect, "the policy file", policy->plan_path);
   return warden_check_protected(*plan, &protect, err);
 }
 
@@ -318,7 +325,7 @@ int warden_probe(const invocation_t* inv) {
 int warden_plan(const invocation_t* inv) {
   cli_error_t err = {0};
   err.command = "plan";
-  warden_policy_t policy;
+  warden_policy_t policy = {0};
   maelys_executor_plan_t* plan = NULL;
   uv_loop_t loop;
   uv_loop_init(&loop);
@@ -328,6 +335,7 @@ int warden_plan(const invocation_t* inv) {
   int failed = warden_policy_from(inv, &policy, &err) != 0 ||
                register_backends(ex, NULL, &err) != 0 ||
                plan_for(inv, ex, &policy, &plan, receipts, &err) != 0;
+  warden_policy_release(&policy);
   maelys_executor_destroy(ex, NULL);
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
@@ -556,7 +564,7 @@ int warden_run(const invocation_t* inv) {
   err.command = "run";
   say_t say = {cli_flag(inv, "--trace"), cli_flag(inv, "--verbose-trace"),
                cli_flag(inv, "--quiet")};
-  warden_policy_t policy;
+  warden_policy_t policy = {0};
   maelys_executor_plan_t* plan = NULL;
   maelys_execution_request_t* req = NULL;
   maelys_executor_t* ex = NULL;
@@ -626,7 +634,13 @@ int warden_run(const invocation_t* inv) {
   if (select_backend(ex, plan, cli_value(inv, "--backend"), &backend, &err) !=
       0)
     goto fail;
-  maelys_execution_request_set_backend(req, backend, NULL);
+  /* Under --policy, step 5 of the handshake sets the backend it checked. */
+  if (policy.handshake != NULL
+          ? warden_policy_finish(&policy, ex, backend, plan, req, &err) != 0
+          : maelys_execution_request_set_backend(req, backend, NULL) !=
+                MAELYS_EXECUTOR_OK)
+    goto fail;
+  warden_policy_release(&policy); /* the handshake is done */
   char chain[40]; /* evidence.c: signed receipts in a closed chain */
   if (warden_signing_start(inv, ex, plan, &err) != 0 ||
       warden_chain_start(req, chain, &err) != 0)
@@ -756,6 +770,7 @@ int warden_run(const invocation_t* inv) {
 
 fail:
   maelys_executor_error_free(error);
+  warden_policy_release(&policy);
   err.command = "run";
   cli_emit_failure(inv, &err);
   if (ex != NULL) {

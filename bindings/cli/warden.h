@@ -21,10 +21,15 @@
 #define WARDEN_DEFAULT_MEMORY (UINT64_C(4) << 30)
 
 typedef struct warden_policy {
-  const char* plan_file;    /* --plan, or NULL for a built-in profile */
-  const char* plan_digest;  /* --plan-digest, or NULL */
-  char plan_path[PATH_MAX]; /* the plan file as read */
-  bool writable;            /* --rw */
+  const char* plan_file;      /* --plan, or NULL for a built-in profile */
+  const char* policy_file;    /* --policy (canonical MIR), or NULL */
+  const char* mediator;       /* --mediator, or NULL */
+  char policy_temp[PATH_MAX]; /* --policy-temp (physical), or "" */
+  struct maelys_warden_policy_handshake* handshake; /* --policy, step 1-4 */
+  const char* handshake_backend; /* the backend the handshake checked */
+  const char* plan_digest;       /* --plan-digest, or NULL */
+  char plan_path[PATH_MAX];      /* the plan file as read */
+  bool writable;                 /* --rw */
   bool network_inherit;
   const char* const* allow_read;
   size_t allow_read_count;
@@ -35,6 +40,20 @@ typedef struct warden_policy {
   uint64_t tasks, memory, cpu_seconds, open_files, file_size;
   bool memory_proved; /* the backend proved limit_memory: default it */
 } warden_policy_t;
+
+/* policy-file.c: --policy. warden_policy_plan() reads the MIR file as an
+ * authority file, does steps 1-4 of the capability handshake with
+ * `backend` and seals the lowered plan; warden_policy_finish() is step 5
+ * (it sets that same backend on the request). Without the adapter built in,
+ * both refuse with what to rebuild. */
+int warden_policy_plan(warden_policy_t* policy, maelys_executor_t* ex,
+                       const char* backend, maelys_executor_plan_t** out,
+                       cli_error_t* err);
+int warden_policy_finish(warden_policy_t* policy, maelys_executor_t* ex,
+                         const char* backend,
+                         const maelys_executor_plan_t* plan,
+                         maelys_execution_request_t* req, cli_error_t* err);
+void warden_policy_release(warden_policy_t* policy);
 
 /* Files and directories no plan may make writable (invariant 18). */
 typedef struct warden_protected_item {
