@@ -88,6 +88,10 @@ const command_def_t* catalog_command_by_word(const char* word);
 /* A command's own option or a global option of that name, or NULL. */
 const option_def_t* catalog_option(const command_def_t* cmd, const char* name);
 bool catalog_is_global(const option_def_t* opt);
+/* suggest.c: the option of `cmd` (or global) or the command word `typed`
+ * was most likely meant to be, or NULL when none is close. */
+const char* cli_suggest_option(const command_def_t* cmd, const char* typed);
+const char* cli_suggest_command(const char* typed);
 const char* catalog_kind_name(value_kind_t kind);
 
 /* Options that choose or shape what goes to stdout: refused by a stream

@@ -23,28 +23,43 @@ int cli_fail(cli_error_t* err, const char* code, const char* hint,
   return -1;
 }
 
+/* One or more number+unit groups, largest unit first and each at most once:
+ * "90s", "1m30s", "1h2m3s500ms", "2d". */
 int64_t cli_duration_ms(const char* text) {
-  char* end;
-  errno = 0;
-  unsigned long long v = strtoull(text, &end, 10);
-  if (errno != 0 || end == text || text[0] == '-' || text[0] == '+')
+  static const struct {
+    const char* unit;
+    unsigned long long ms;
+  } units[] = {
+      {"d", 86400000}, {"h", 3600000}, {"ms", 1}, {"m", 60000}, {"s", 1000}};
+  /* The order a combination must follow (ms after s, m after h...). */
+  static const int rank[] = {0, 1, 4, 2, 3};
+  unsigned long long total = 0;
+  int last = -1;
+  const char* p = text;
+  if (*p == '\0')
     return -1;
-  unsigned long long mult;
-  if (strcmp(end, "ms") == 0)
-    mult = 1;
-  else if (strcmp(end, "s") == 0)
-    mult = 1000;
-  else if (strcmp(end, "m") == 0)
-    mult = 60000;
-  else if (strcmp(end, "h") == 0)
-    mult = 3600000;
-  else if (strcmp(end, "d") == 0)
-    mult = 86400000;
-  else
-    return -1;
-  if (v > (unsigned long long)INT64_MAX / mult)
-    return -1;
-  return (int64_t)(v * mult);
+  while (*p != '\0') {
+    if (*p < '0' || *p > '9')
+      return -1;
+    char* end;
+    errno = 0;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno != 0)
+      return -1;
+    size_t u = 0;
+    while (u < sizeof units / sizeof units[0] &&
+           strncmp(end, units[u].unit, strlen(units[u].unit)) != 0)
+      u++;
+    if (u == sizeof units / sizeof units[0] || rank[u] <= last)
+      return -1;
+    last = rank[u];
+    if (v > (unsigned long long)INT64_MAX / units[u].ms ||
+        total > (unsigned long long)INT64_MAX - v * units[u].ms)
+      return -1;
+    total += v * units[u].ms;
+    p = end + strlen(units[u].unit);
+  }
+  return (int64_t)total;
 }
 
 static bool matches(const char* pattern, const char* value) {
@@ -112,7 +127,8 @@ static int check_value(const char* owner, value_kind_t kind,
   case KIND_DURATION:
     if (cli_duration_ms(value) < 0)
       return cli_fail(err, "VALIDATION_FAILED",
-                      "Write a number with a unit: ms, s, m, h or d (2s).",
+                      "Write a number with a unit (ms, s, m, h or d), or "
+                      "several, largest first: 2s, 1m30s, 1h5m.",
                       "%s: '%s' is not a duration", owner, value);
     break;
   case KIND_SIZE:
@@ -239,10 +255,15 @@ static int resolve(int argc, char** argv, invocation_t* inv, int* cmd_index,
       continue;
     }
     inv->cmd = catalog_command_by_word(w);
-    if (inv->cmd == NULL)
-      return cli_fail(err, "INVALID_COMMAND",
-                      "Run 'maelys-warden help' to list the commands.",
-                      "unknown command '%s'", w);
+    if (inv->cmd == NULL) {
+      const char* near = cli_suggest_command(w);
+      char hint[256];
+      snprintf(hint, sizeof hint,
+               "%s%s%sRun 'maelys-warden help' to list the commands.",
+               near ? "Did you mean '" : "", near ? near : "",
+               near ? "'? " : "");
+      return cli_fail(err, "INVALID_COMMAND", hint, "unknown command '%s'", w);
+    }
     *cmd_index = i;
     return 0;
   }
@@ -271,8 +292,13 @@ static int take_option(invocation_t* inv, int argc, char** argv, int* i,
                       "Use 'maelys-warden --version' or 'maelys-warden "
                       "version' on its own.",
                       "--version is not an option of command %s", cmd->id);
-    return cli_fail(err, "VALIDATION_FAILED",
-                    "Run 'maelys-warden help COMMAND_ID' for its options.",
+    const char* near = cli_suggest_option(cmd, name);
+    char hint[256];
+    snprintf(hint, sizeof hint,
+             "%s%s%sRun 'maelys-warden help %s' for its options.",
+             near ? "Did you mean " : "", near ? near : "", near ? "? " : "",
+             cmd->id);
+    return cli_fail(err, "VALIDATION_FAILED", hint,
                     "%s is not an option of command %s", name, cmd->id);
   }
   given_option_t* g = find_given(inv, def);

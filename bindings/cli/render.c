@@ -616,6 +616,14 @@ void cli_man_page(FILE* out, const char* version) {
   fputs(".SH GLOBAL OPTIONS\n", out);
   for (size_t i = 0; warden_global_options[i]; i++)
     man_option(out, warden_global_options[i]);
+  fputs(".SH VALUES\n"
+        ".TP\n.I DURATION\n"
+        "A number with a unit: ms, s, m, h or d (2s, 10m); several combine, "
+        "largest first (1m30s, 1h5m, 2s500ms).\n"
+        ".TP\n.I SIZE\n"
+        "A number of bytes with an optional K, M, G or T suffix (powers of "
+        "1024: 256M).\n",
+        out);
   fputs(".SH PROFILES\n"
         "The built\\-in profiles need no configuration file.\n"
         ".TP\n.B \\-\\-ro\n"

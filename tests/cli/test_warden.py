@@ -505,6 +505,47 @@ class Warden(WardenCase):
         self.assertIn(b"tcp=open", p.stderr)
         srv.close()
 
+    def test_did_you_mean_and_durations(self):
+        """A mistyped option or command names the one most likely meant and
+        the real command's help (never a placeholder); durations combine
+        units, largest first, and the man page says so."""
+        env = self.env(MAELYS_CLI_FORMAT="json")
+        p = self.warden("run", "--wrkspace", ".", "--", "true", env=env)
+        e = self.failure(p, "VALIDATION_FAILED")
+        self.assertIn("Did you mean --workspace?", e["hint"])
+        self.assertIn("'maelys-warden help run'", e["hint"])
+        self.assertNotIn("COMMAND_ID", e["hint"])
+        p = self.warden("plan", "--netwrok", "none", env=env)
+        self.assertIn("Did you mean --network?",
+                      self.failure(p, "VALIDATION_FAILED")["hint"])
+        p = self.warden("rnu", env=env)
+        self.assertIn("Did you mean 'run'?",
+                      self.failure(p, "INVALID_COMMAND")["hint"])
+        p = self.warden("run", "--xyzzyq", env=env)
+        self.assertNotIn("Did you mean",
+                         self.failure(p, "VALIDATION_FAILED")["hint"])
+        for good in ("1m30s", "1h5m", "2s500ms", "90s", "1d"):
+            with self.subTest(duration=good):
+                self.warden(*self.run_args("--wall-time", good, "--",
+                                           ARGS.fixture, "exit", "0"),
+                            check=0)
+        for bad in ("30s1m", "1m1m", "1m 30s", "1.5s", "s", "1", "-1s",
+                    "1ms30s"):
+            with self.subTest(duration=bad):
+                p = self.warden(*self.run_args("--wall-time", bad, "--",
+                                               ARGS.fixture, "exit", "0"),
+                                env=env)
+                e = self.failure(p, "VALIDATION_FAILED")
+                self.assertIn("1m30s", e["hint"])
+        with open(ARGS.man) as f:
+            self.assertIn("1m30s", f.read())
+        # Combined units take effect: 0m1s is one second.
+        t0 = time.monotonic()
+        p = self.warden(*self.run_args("--wall-time", "0m1s", "--",
+                                       ARGS.fixture, "sleep", "60000"))
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM)
+        self.assertGreater(time.monotonic() - t0, 0.9)
+
     def test_wall_time(self):
         t0 = time.monotonic()
         p = self.warden(*self.run_args("--wall-time", "300ms", "--", ARGS.fixture,
