@@ -534,11 +534,20 @@ static const command_def_t cmd_complete = {
         "{\"type\":\"object\",\"required\":[\"count\",\"records\"]}",
 };
 
-const command_def_t* const warden_commands[] = {
-    &cmd_run,          &cmd_plan,     &cmd_probe,
-    &cmd_help,         &cmd_version,  &cmd_describe,
-    &cmd_completion,   &cmd_complete, &warden_cmd_verify,
-    &warden_cmd_agent, NULL};
+const command_def_t* const warden_commands[] = {&cmd_run,
+                                                &cmd_plan,
+                                                &cmd_probe,
+                                                &cmd_help,
+                                                &cmd_version,
+                                                &cmd_describe,
+                                                &cmd_completion,
+                                                &cmd_complete,
+                                                &warden_cmd_verify,
+                                                &warden_cmd_agent,
+                                                &warden_cmd_ps,
+                                                &warden_cmd_stop,
+                                                &warden_cmd_receipts,
+                                                NULL};
 
 const char* const warden_invariants[] = {
     "Fail closed: a capability the backend did not prove refuses the launch, "

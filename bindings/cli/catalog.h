@@ -81,6 +81,8 @@ extern const command_def_t* const warden_commands[];
 extern const char* const warden_invariants[];
 /* catalog-orch.c */
 extern const command_def_t warden_cmd_verify, warden_cmd_agent;
+/* catalog-ops.c */
+extern const command_def_t warden_cmd_ps, warden_cmd_stop, warden_cmd_receipts;
 extern const option_def_t warden_o_state_dir;
 
 const command_def_t* catalog_command_by_id(const char* id);

@@ -42,7 +42,7 @@ int warden_state_dir(const invocation_t* inv, char* out, size_t size,
   return warden_user_path("--state-dir", candidate, false, out, &st, err);
 }
 
-static int mkdir_private(const char* dir) {
+int warden_mkdir_private(const char* dir) {
   char copy[PATH_MAX];
   snprintf(copy, sizeof copy, "%s", dir);
   for (char* p = copy + 1; *p; p++) {
@@ -74,7 +74,7 @@ int warden_signing_seed(const char* state_dir,
                         cli_error_t* err) {
   char path[PATH_MAX + 64];
   snprintf(path, sizeof path, "%s/%s", state_dir, KEY_FILE);
-  if (mkdir_private(state_dir) != 0)
+  if (warden_mkdir_private(state_dir) != 0)
     return cli_fail(err, "IO_FAILED", "Give a writable --state-dir.",
                     "creating the state directory '%s': %s", state_dir,
                     strerror(errno));

@@ -684,6 +684,8 @@ int warden_run(const invocation_t* inv) {
   }
   trace(&say, "execution %s, launcher pid %d",
         maelys_execution_id(st.execution), maelys_execution_pid(st.execution));
+  warden_registry_add(inv, st.execution, program, policy.workspace, backend,
+                      grace);
   uv_stream_t* socket = NULL;
   maelys_execution_stream(st.execution, MAELYS_EXEC_STREAM_PROTOCOL, &socket,
                           NULL);
@@ -752,6 +754,7 @@ int warden_run(const invocation_t* inv) {
     if (code == 0)
       code = 1;
   }
+  warden_registry_remove(inv, st.execution);
   warden_chain_close(ex, chain, receipts);
   fflush(stdout);
   relay_close(st.relay);
@@ -889,6 +892,12 @@ int main(int argc, char** argv) {
     code = warden_probe(&inv);
   else if (strcmp(inv.cmd->id, "verify") == 0)
     code = warden_verify(&inv);
+  else if (strcmp(inv.cmd->id, "ps") == 0)
+    code = warden_ps(&inv);
+  else if (strcmp(inv.cmd->id, "stop") == 0)
+    code = warden_stop(&inv);
+  else if (strcmp(inv.cmd->id, "receipts") == 0)
+    code = warden_receipts(&inv);
   else if (strcmp(inv.cmd->id, "agent") == 0)
     code = warden_agent(&inv);
   else

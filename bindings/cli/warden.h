@@ -136,6 +136,23 @@ int warden_state_dir(const invocation_t* inv, char* out, size_t size,
                      cli_error_t* err);
 int warden_receipt_dir(const invocation_t* inv, char* out, size_t size,
                        cli_error_t* err);
+/* mkdir -p with mode 0700 for what it creates. 0 or -1 (errno). */
+int warden_mkdir_private(const char* dir);
+/* registry.c: the user's running executions, `ps`, `stop` and `receipts`.
+ * warden_registry_add() records a run that started (in
+ * STATE_DIR/running/ID.json: this process's pid and start time, the
+ * launcher's, the program, workspace, backend, grace); a failure to record
+ * is said on stderr and does not stop the run. warden_registry_remove()
+ * deletes the record when the run ends. */
+void warden_registry_add(const invocation_t* inv,
+                         const maelys_execution_t* execution,
+                         const char* program, const char* workspace,
+                         const char* backend, int64_t grace_ms);
+void warden_registry_remove(const invocation_t* inv,
+                            const maelys_execution_t* execution);
+int warden_ps(const invocation_t* inv);
+int warden_stop(const invocation_t* inv);
+int warden_receipts(const invocation_t* inv);
 int warden_signing_seed(const char* state_dir, unsigned char seed[32],
                         cli_error_t* err);
 int warden_signing_start(const invocation_t* inv, maelys_executor_t* executor,
