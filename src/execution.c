@@ -799,20 +799,50 @@ static int add_payload_fd(layout_t* l, int child_fd, int source) {
   return 0;
 }
 
-static int host_fd_or_null(layout_t* l, int fd) {
-  return fcntl(fd, F_GETFD) >= 0 ? fd : l->null_fd;
+/* Whether the host's descriptor `fd` is an anonymous inode (an epoll
+ * instance, eventfd, signalfd, timerfd or pidfd): never a standard stream,
+ * but what a host that started with 0, 1 or 2 closed finds there once its
+ * loop opened one. Handing it to a payload would give it the host's own
+ * machinery (the adversarial review stole libuv's epoll through fd 2). */
+static bool anonymous_inode(int fd) {
+  char link[64], target[64];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, target, sizeof target - 1);
+  if (n <= 0)
+    return false;
+  target[n] = '\0';
+  return strncmp(target, "anon_inode:", 11) == 0;
+}
+
+/* The host's standard descriptor `fd` for the payload, /dev/null when it is
+ * closed, or -2 (after filling out_error) when it is no standard stream. */
+static int host_fd_or_null(layout_t* l, int fd, char** out_error) {
+  if (fcntl(fd, F_GETFD) < 0)
+    return l->null_fd;
+  if (anonymous_inode(fd)) {
+    maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_STATE,
+        "the host's descriptor %d is not a standard stream but an anonymous "
+        "inode (the host started with it closed and something, perhaps its "
+        "loop, reused the number): open /dev/null on 0, 1 and 2 before "
+        "creating the loop",
+        fd);
+    return -2;
+  }
+  return fd;
 }
 
 /* Creates the pipes and sockets of the io mode. The host ends go to the
  * execution's streams, the child ends to the layout. */
 /* The child's end for host descriptor `fd` (1 or 2) of a confined payload:
  * the host's own descriptor, or -- when it is a terminal -- a relay's pipe
- * (invariant 21). -1 after filling out_error. */
+ * (invariant 21). After filling out_error: -2 when the host's descriptor is
+ * no standard stream, -1 for another failure. */
 static int output_source(maelys_execution_t* e,
                          const maelys_execution_request_t* r, layout_t* l,
                          int fd, bool confined, char** out_error) {
-  int src = host_fd_or_null(l, fd);
-  if (!confined || src != fd || !isatty(fd))
+  int src = host_fd_or_null(l, fd, out_error);
+  if (src < 0 || !confined || src != fd || !isatty(fd))
     return src;
   int child = -1;
   int rc = maelys__tty_relay_create(e->executor->loop, fd, !r->terminal_raw,
@@ -852,7 +882,8 @@ build_layout(maelys_execution_t* e, const maelys_execution_request_t* r,
   default:
     stderr_src = output_source(e, r, l, 2, confined, out_error);
     if (stderr_src < 0)
-      return MAELYS_EXECUTOR_ERR_IO;
+      return stderr_src == -2 ? MAELYS_EXECUTOR_ERR_STATE
+                              : MAELYS_EXECUTOR_ERR_IO;
     break;
   }
   switch (r->io_mode) {
@@ -907,8 +938,11 @@ build_layout(maelys_execution_t* e, const maelys_execution_request_t* r,
           "or a pseudo-terminal session");
     int out_src = output_source(e, r, l, 1, confined, out_error);
     if (out_src < 0)
-      return MAELYS_EXECUTOR_ERR_IO;
-    add_payload_fd(l, 0, host_fd_or_null(l, 0));
+      return out_src == -2 ? MAELYS_EXECUTOR_ERR_STATE : MAELYS_EXECUTOR_ERR_IO;
+    int in_src = host_fd_or_null(l, 0, out_error);
+    if (in_src == -2)
+      return MAELYS_EXECUTOR_ERR_STATE;
+    add_payload_fd(l, 0, in_src);
     add_payload_fd(l, 1, out_src);
     add_payload_fd(l, 2, stderr_src);
     break;

@@ -280,6 +280,33 @@ class Security(WardenCase):
         os.close(master)
         return code, seen
 
+    def test_closed_standard_descriptors(self):
+        """Started with 0, 1 or 2 closed, maelys-warden runs normally, writes
+        its receipt, and the payload's descriptors are /dev/null or the
+        relay, never the host's epoll instance (the adversarial review
+        crashed the loop through a stolen fd 2)."""
+        receipts = os.path.join(self.tmp, "closed-fd-receipts")
+        for closed in (0, 1, 2):
+            with self.subTest(closed=closed):
+                def count():
+                    return len([f for f in os.listdir(receipts)
+                                if f.endswith(".json")]) if os.path.isdir(
+                                    receipts) else 0
+                before = count()
+                p = subprocess.run(
+                    [ARGS.warden, "run", "--rw", "--io", "stdio",
+                     "--receipt-dir", receipts, "--", "/bin/sh", "-c",
+                     "readlink /proc/self/fd/0 /proc/self/fd/2"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=None if closed == 1 else subprocess.PIPE,
+                    stderr=subprocess.PIPE, env=self.env(), cwd=self.ws,
+                    preexec_fn=lambda c=closed: os.close(c), timeout=60)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                if closed != 1:
+                    self.assertNotIn(b"anon_inode", p.stdout)
+                self.assertNotIn(b"anon_inode", p.stderr)
+                self.assertEqual(count(), before + 1)
+
     def test_terminal_never_reaches_the_payload(self):
         """maelys-warden on a terminal: the payload holds none of it (not
         its stderr, not a descriptor to read typed input from), and what it

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -171,8 +172,48 @@ static void test_execution_bad_inputs(void** state) {
   harness_finish(&h);
 }
 
+/* A host that started with fd 2 closed: its loop's epoll instance takes
+ * number 2, and INHERIT must not hand that to the payload (the adversarial
+ * review stole and crashed libuv's epoll through it). In a child process,
+ * so this test's own descriptors stay as they are. */
+static void test_anonymous_inode_is_no_standard_stream(void** state) {
+  (void)state;
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    close(2);
+    uv_loop_t loop;
+    if (uv_loop_init(&loop) != 0 || uv_backend_fd(&loop) != 2)
+      _exit(10);
+    maelys_executor_t* ex = NULL;
+    if (maelys_executor_create(&loop, &ex, NULL) != 0 ||
+        maelys_executor_register_backend(ex, maelys_backend_posix(), NULL,
+                                         NULL) != 0)
+      _exit(11);
+    maelys_executor_plan_t* plan = plan_unconfined();
+    maelys_execution_request_t* req =
+        request_fixture("posix", ARGS("exit", "0"));
+    maelys_execution_request_set_io_mode(req, MAELYS_EXEC_IO_INHERIT, -1, NULL);
+    maelys_execution_t* e = NULL;
+    char* err = NULL;
+    maelys_executor_result_t r =
+        maelys_execution_spawn(ex, plan, req, &e, &err);
+    int code = r == MAELYS_EXECUTOR_ERR_STATE && e == NULL && err != NULL &&
+                       strstr(err, "descriptor 2") != NULL &&
+                       strstr(err, "anonymous inode") != NULL
+                   ? 0
+                   : 12;
+    _exit(code);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_anonymous_inode_is_no_standard_stream),
       cmocka_unit_test(test_containment_failure_is_reported),
       cmocka_unit_test(test_execution_keeps_loop_alive),
       cmocka_unit_test(test_execution_bad_inputs),
