@@ -192,59 +192,123 @@ maelys__executor_find_backend(const maelys_executor_t* executor,
   return NULL;
 }
 
-maelys_executor_result_t maelys_executor_register_backend(
-    maelys_executor_t* executor, const maelys_backend_t* backend,
-    const maelys_backend_options_t* options, char** out_error) {
-  MAELYS__CHECK_OUT_ERROR(out_error);
-  if (executor == NULL || backend == NULL)
-    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
-                                 "executor and backend are required");
-  if (executor->destroyed)
-    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
-                                 "the executor was destroyed");
-  if (backend->abi_version != MAELYS_BACKEND_ABI_VERSION)
+/*
+ * Backend ABI versions (SQLite's iVersion): every slot of the vtable with the
+ * version that added it. A vtable of version N must hold every slot up to
+ * version N; slots of later versions are never read from it, and a slot is
+ * read only when it lies inside the struct_size the backend declared. The
+ * copy made at registration has exactly those slots, every other one NULL,
+ * so the rest of the core calls through it after a NULL check alone.
+ */
+#define SLOT(field, since)                                                     \
+  {                                                                            \
+    offsetof(maelys_backend_t, field), sizeof(((maelys_backend_t*)0)->field),  \
+        since, #field                                                          \
+  }
+static const struct {
+  size_t offset, size;
+  uint32_t since;
+  const char* name;
+} vtable_slots[] = {
+    SLOT(create, 1),  SLOT(destroy, 1),     SLOT(probe, 1),
+    SLOT(prepare, 1), SLOT(status_line, 1),
+};
+#undef SLOT
+
+/* The bytes a vtable of `version` has at least: the end of its last slot. */
+static size_t vtable_size(uint32_t version) {
+  size_t size = offsetof(maelys_backend_t, name) + sizeof(const char*);
+  for (size_t i = 0; i < sizeof vtable_slots / sizeof vtable_slots[0]; i++)
+    if (vtable_slots[i].since <= version &&
+        vtable_slots[i].offset + vtable_slots[i].size > size)
+      size = vtable_slots[i].offset + vtable_slots[i].size;
+  return size;
+}
+
+/* Checks the header of `backend` and copies the slots its version has into
+ * *out; nothing is read beyond its struct_size. */
+static maelys_executor_result_t vtable_copy(const maelys_backend_t* backend,
+                                            maelys_backend_t* out,
+                                            char** out_error) {
+  const char* name = backend_name_is_valid(backend->name) ? backend->name : "?";
+  if (backend->abi_version < 1 ||
+      backend->abi_version > MAELYS_BACKEND_ABI_VERSION)
     return maelys__executor_fail(
         out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
-        "backend '%s' was built for backend ABI %u; this library speaks %u",
-        backend_name_is_valid(backend->name) ? backend->name : "?",
-        backend->abi_version, MAELYS_BACKEND_ABI_VERSION);
-  if (backend->struct_size <
-      offsetof(maelys_backend_t, status_line) + sizeof backend->status_line)
-    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
-                                 "backend vtable is too small (%u bytes)",
-                                 backend->struct_size);
-  if (!backend_name_is_valid(backend->name))
+        "backend '%s' was built for backend ABI %u; this library speaks 1 to "
+        "%u",
+        name, backend->abi_version, MAELYS_BACKEND_ABI_VERSION);
+  if (backend->struct_size < vtable_size(backend->abi_version))
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+        "backend '%s' declares a vtable of %u bytes, too small for backend "
+        "ABI %u (%zu bytes)",
+        name, backend->struct_size, backend->abi_version,
+        vtable_size(backend->abi_version));
+  memset(out, 0, sizeof *out);
+  out->abi_version = backend->abi_version;
+  out->struct_size = (uint32_t)sizeof *out;
+  out->name = backend->name;
+  for (size_t i = 0; i < sizeof vtable_slots / sizeof vtable_slots[0]; i++)
+    if (vtable_slots[i].since <= backend->abi_version &&
+        vtable_slots[i].offset + vtable_slots[i].size <= backend->struct_size)
+      memcpy((char*)out + vtable_slots[i].offset,
+             (const char*)backend + vtable_slots[i].offset,
+             vtable_slots[i].size);
+  return MAELYS_EXECUTOR_OK;
+}
+
+/* A new entry for `backend` (vtable checked and copied), or NULL and an
+ * error. */
+static maelys__backend_entry_t* entry_create(const maelys_backend_t* backend,
+                                             maelys_executor_result_t* out_r,
+                                             char** out_error) {
+  maelys__backend_entry_t* entry = calloc(1, sizeof *entry);
+  if (entry == NULL) {
+    *out_r = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                                   "out of memory");
+    return NULL;
+  }
+  *out_r = vtable_copy(backend, &entry->slots, out_error);
+  if (*out_r != MAELYS_EXECUTOR_OK) {
+    free(entry);
+    return NULL;
+  }
+  entry->vtable = &entry->slots;
+  return entry;
+}
+
+/* Checks what registration needs before anything is created. */
+static maelys_executor_result_t check_registration(maelys_executor_t* executor,
+                                                   const maelys_backend_t* vt,
+                                                   char** out_error) {
+  if (!backend_name_is_valid(vt->name))
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                                  "backend name is not [a-z0-9-]{1,32}");
-  if (backend->create == NULL || backend->probe == NULL ||
-      backend->prepare == NULL)
+  if (vt->create == NULL || vt->probe == NULL || vt->prepare == NULL)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                                  "backend '%s' lacks create, probe or prepare",
-                                 backend->name);
-  if (maelys__executor_find_backend(executor, backend->name) != NULL)
+                                 vt->name);
+  if (maelys__executor_find_backend(executor, vt->name) != NULL)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
                                  "backend '%s' is already registered",
-                                 backend->name);
+                                 vt->name);
   if (maelys__executor_reserve(
           (void**)&executor->backends, &executor->backend_capacity,
           sizeof *executor->backends, executor->backend_count + 1))
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
                                  "out of memory");
-  maelys__backend_entry_t* entry = calloc(1, sizeof *entry);
-  if (entry == NULL)
-    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
-                                 "out of memory");
-  entry->vtable = backend;
-  maelys_executor_result_t r =
-      backend->create(options, &entry->state, out_error);
-  if (r != MAELYS_EXECUTOR_OK) {
-    free(entry);
-    return r;
-  }
+  return MAELYS_EXECUTOR_OK;
+}
+
+/* Runs the backend's probe and keeps what it proved and why the rest was
+ * not. */
+static void run_probe(maelys__backend_entry_t* entry) {
   maelys_backend_probe_t probe;
   memset(&probe, 0, sizeof probe);
   char* probe_error = NULL;
-  r = backend->probe(entry->state, &probe, &probe_error);
+  maelys_executor_result_t r =
+      entry->vtable->probe(entry->state, &probe, &probe_error);
   if (r != MAELYS_EXECUTOR_OK) {
     /* A failed probe proves nothing: the backend stays registered with an
      * empty mask, and every spawn on it is refused with this diagnostic. */
@@ -265,6 +329,50 @@ maelys_executor_result_t maelys_executor_register_backend(
     }
   }
   maelys__executor_probe_dispose(&probe);
+}
+
+maelys_executor_result_t maelys_executor_register_backend(
+    maelys_executor_t* executor, const maelys_backend_t* backend,
+    const maelys_backend_options_t* options, char** out_error) {
+  MAELYS__CHECK_OUT_ERROR(out_error);
+  if (executor == NULL || backend == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                 "executor and backend are required");
+  if (executor->destroyed)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
+                                 "the executor was destroyed");
+  maelys_executor_result_t r;
+  maelys__backend_entry_t* entry = entry_create(backend, &r, out_error);
+  if (entry == NULL)
+    return r;
+  r = check_registration(executor, entry->vtable, out_error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = entry->vtable->create(options, &entry->state, out_error);
+  if (r != MAELYS_EXECUTOR_OK) {
+    free(entry);
+    return r;
+  }
+  run_probe(entry);
+  executor->backends[executor->backend_count++] = entry;
+  return MAELYS_EXECUTOR_OK;
+}
+
+maelys_executor_result_t
+maelys__executor_adopt_backend(maelys_executor_t* executor,
+                               const maelys_backend_t* vtable, void* state,
+                               uint64_t assumed, char** out_error) {
+  maelys_executor_result_t r;
+  maelys__backend_entry_t* entry = entry_create(vtable, &r, out_error);
+  if (entry == NULL)
+    return r;
+  r = check_registration(executor, entry->vtable, out_error);
+  if (r != MAELYS_EXECUTOR_OK) {
+    free(entry);
+    return r;
+  }
+  entry->state = state;
+  entry->borrowed = true;
+  entry->proved = assumed;
   executor->backends[executor->backend_count++] = entry;
   return MAELYS_EXECUTOR_OK;
 }

@@ -236,7 +236,10 @@ void maelys__executor_probe_dispose(maelys_backend_probe_t* probe);
 /* ---------------------------------------------------------- executor */
 
 typedef struct maelys__backend_entry {
+  /* Points at `slots`: the backend's vtable as its ABI version and
+   * struct_size declare it, every slot it does not have NULL. */
   const maelys_backend_t* vtable;
+  maelys_backend_t slots;
   void* state;
   bool borrowed; /* the state belongs to another registration (probes) */
   uint64_t proved;
@@ -306,52 +309,13 @@ char* maelys__executor_capability_list(uint64_t mask);
 
 /* ------------------------------------------------------------ probes */
 
-/*
- * One real launch for a backend's registration probe, run to completion on a
- * private loop (the caller's thread blocks; registration is setup). The
- * backend's state is borrowed and `assumed` stands in for the mask being
- * proved. The payload's stdout is collected; when it contains `marker`, the
- * execution is stopped with a forced kill and the run waits (bounded) for
- * stdout's end-of-file, which arrives only once every process holding it,
- * descendants included, is gone.
- */
-typedef struct maelys__probe_run {
-  const char* marker;
-  uint64_t timeout_ms;
-  /* Once the marker is seen, drop the execution's lifeline (as the host's
-   * death would) instead of stopping it by force. */
-  bool end_by_lifeline;
-  /* results */
-  bool spawned;
-  char* spawn_error;
-  maelys_execution_status_t status; /* strings point into this struct */
-  char step[32];
-  char message[1024];
-  char* output;
-  size_t output_len;
-  bool marker_seen;
-  bool output_eof;
-  bool timed_out;
-  /* Host view of the sandbox's pid 1 (the launched image's grandchild:
-   * launcher, bwrap, init) while the marker was current: its real uid and
-   * whether it held any capability (-1 when unknown). */
-  long root_uid;
-  int root_has_caps;
-} maelys__probe_run_t;
-
-void maelys__executor_probe_run(const maelys_backend_t* vtable, void* state,
-                                uint64_t assumed,
-                                const maelys_executor_plan_t* plan,
-                                maelys_execution_request_t* request,
-                                maelys__probe_run_t* run);
-/* The same for `count` runs at once on one private loop, each with its own
- * plan, request and results. */
-void maelys__executor_probe_runs(const maelys_backend_t* vtable, void* state,
-                                 uint64_t assumed, size_t count,
-                                 const maelys_executor_plan_t* const* plans,
-                                 maelys_execution_request_t* const* requests,
-                                 maelys__probe_run_t* runs);
-void maelys__executor_probe_run_dispose(maelys__probe_run_t* run);
+/* Registers `vtable` with `state` on `executor` as already proved `assumed`,
+ * without create or probe: the executor borrows both (the private executor
+ * of maelys_backend_probe_run). */
+maelys_executor_result_t
+maelys__executor_adopt_backend(maelys_executor_t* executor,
+                               const maelys_backend_t* vtable, void* state,
+                               uint64_t assumed, char** out_error);
 
 /* The host pid of an execution's tree root, or -1. */
 int maelys__execution_root_pid(const maelys_execution_t* execution);

@@ -1,9 +1,11 @@
 /*
- * Real launches for registration probes: the backend's production path
- * (prepare, the core's spawn, its stop) proves what it advertises, on a
- * private loop so that the host's loop is never touched.
+ * Real launches for registration probes (maelys_backend_probe_run in
+ * backend.h): the backend's production path (prepare, the core's spawn, its
+ * stop) proves what it advertises, on a private loop so that the host's loop
+ * is never touched.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +18,7 @@
 #define OUTPUT_MAX (64 * 1024)
 
 typedef struct probe_ctx {
-  maelys__probe_run_t* run;
+  maelys_backend_probe_run_t* run;
   maelys_execution_t* execution;
   uv_timer_t timer;
   uv_stream_t* out;
@@ -114,7 +116,7 @@ static void on_stopped(maelys_execution_t* e, maelys_execution_stop_result_t r,
 
 static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
   probe_ctx_t* ctx = s->data;
-  maelys__probe_run_t* run = ctx->run;
+  maelys_backend_probe_run_t* run = ctx->run;
   if (n < 0) {
     uv_read_stop(s);
     if (s == ctx->out)
@@ -166,12 +168,13 @@ static void on_wait(maelys_execution_t* e, const maelys_execution_status_t* s,
                     void* data) {
   (void)e;
   probe_ctx_t* ctx = data;
-  maelys__probe_run_t* run = ctx->run;
-  run->status = *s;
-  snprintf(run->step, sizeof run->step, "%s", s->launch_step);
+  maelys_backend_probe_run_t* run = ctx->run;
+  run->outcome = s->outcome;
+  run->exit_code = s->exit_code;
+  run->term_signal = s->term_signal;
+  run->launch_errno = s->launch_errno;
+  snprintf(run->launch_step, sizeof run->launch_step, "%s", s->launch_step);
   snprintf(run->message, sizeof run->message, "%s", s->message);
-  run->status.launch_step = run->step;
-  run->status.message = run->message;
   ctx->waited = true;
   maybe_done(ctx);
 }
@@ -181,98 +184,126 @@ static bool ctx_done(const probe_ctx_t* ctx) {
          (ctx->waited && ctx->out_eof && ctx->err_eof);
 }
 
-void maelys__executor_probe_runs(const maelys_backend_t* vtable, void* state,
-                                 uint64_t assumed, size_t count,
-                                 const maelys_executor_plan_t* const* plans,
-                                 maelys_execution_request_t* const* requests,
-                                 maelys__probe_run_t* runs) {
-  for (size_t i = 0; i < count; i++) {
-    runs[i].spawned = false;
-    runs[i].spawn_error = NULL;
-    runs[i].root_uid = -1;
-    runs[i].root_has_caps = -1;
-    runs[i].output_len = 0;
-    runs[i].output = calloc(1, OUTPUT_MAX + 1);
-  }
-  probe_ctx_t* ctxs = calloc(count, sizeof *ctxs);
+/* The private loop, and an executor on it that borrows the backend. */
+typedef struct probe_loop {
   uv_loop_t loop;
-  bool loop_ok = false;
-  maelys_executor_t* executor = NULL;
-  maelys__backend_entry_t* entry = NULL;
-  const char* failure = "out of memory";
-  bool memory_ok = ctxs != NULL;
-  for (size_t i = 0; i < count; i++)
-    memory_ok = memory_ok && runs[i].output != NULL;
-  if (memory_ok) {
-    failure = "cannot create a probe loop";
-    loop_ok = uv_loop_init(&loop) == 0;
+  bool loop_ok;
+  maelys_executor_t* executor;
+} probe_loop_t;
+
+static void probe_loop_close(probe_loop_t* pl) {
+  if (pl->executor != NULL) {
+    maelys_executor_destroy(pl->executor, NULL);
+    uv_run(&pl->loop, UV_RUN_DEFAULT);
   }
-  if (loop_ok) {
-    failure = "out of memory";
-    entry = calloc(1, sizeof *entry);
-    if (entry != NULL &&
-        maelys_executor_create(&loop, &executor, NULL) == MAELYS_EXECUTOR_OK &&
-        maelys__executor_reserve((void**)&executor->backends,
-                                 &executor->backend_capacity,
-                                 sizeof *executor->backends, 1) == 0) {
-      entry->vtable = vtable;
-      entry->state = state;
-      entry->borrowed = true;
-      entry->proved = assumed;
-      executor->backends[executor->backend_count++] = entry;
-      entry = NULL;
-      failure = NULL;
-    }
-  }
-  if (failure != NULL) {
-    free(entry);
-    if (executor != NULL) {
-      maelys_executor_destroy(executor, NULL);
-      uv_run(&loop, UV_RUN_DEFAULT);
-    }
-    if (loop_ok)
-      uv_loop_close(&loop);
-    for (size_t i = 0; i < count; i++)
-      runs[i].spawn_error = maelys__executor_strdup(failure);
-    free(ctxs);
+  if (pl->loop_ok)
+    uv_loop_close(&pl->loop);
+}
+
+static maelys_executor_result_t probe_loop_open(probe_loop_t* pl,
+                                                const maelys_backend_t* backend,
+                                                void* state, uint64_t assumed,
+                                                char** out_error) {
+  pl->loop_ok = uv_loop_init(&pl->loop) == 0;
+  if (!pl->loop_ok)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                 "cannot create a probe loop");
+  maelys_executor_result_t r =
+      maelys_executor_create(&pl->loop, &pl->executor, out_error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys__executor_adopt_backend(pl->executor, backend, state, assumed,
+                                       out_error);
+  return r;
+}
+
+static void start_run(probe_ctx_t* ctx, maelys_executor_t* executor,
+                      uv_loop_t* loop, maelys_backend_probe_run_t* run) {
+  ctx->run = run;
+  uv_timer_init(loop, &ctx->timer);
+  ctx->timer.data = ctx;
+  char* error = NULL;
+  if (run->output == NULL) {
+    run->spawn_error = maelys__executor_strdup("out of memory");
     return;
   }
+  if (maelys_execution_spawn(executor, run->plan, run->request, &ctx->execution,
+                             &error) != MAELYS_EXECUTOR_OK) {
+    run->spawn_error = error ? error : maelys__executor_strdup("spawn failed");
+    return;
+  }
+  run->spawned = true;
+  ctx->spawned = true;
+  /* A stream the request's modes do not capture is one with nothing to
+   * wait for. */
+  if (maelys_execution_stream(ctx->execution, MAELYS_EXEC_STREAM_STDOUT,
+                              &ctx->out, NULL) == MAELYS_EXECUTOR_OK) {
+    ctx->out->data = ctx;
+    uv_read_start(ctx->out, on_alloc, on_read);
+  } else {
+    ctx->out_eof = true;
+  }
+  if (maelys_execution_stream(ctx->execution, MAELYS_EXEC_STREAM_STDERR,
+                              &ctx->err, NULL) == MAELYS_EXECUTOR_OK) {
+    ctx->err->data = ctx;
+    uv_read_start(ctx->err, on_alloc, on_read);
+  } else {
+    ctx->err_eof = true;
+  }
+  maelys_execution_wait(ctx->execution, on_wait, ctx, NULL);
+  uv_timer_start(&ctx->timer, on_timeout, run->timeout_ms, 0);
+}
 
+maelys_executor_result_t maelys_backend_probe_run(
+    const maelys_backend_t* backend, void* state, uint64_t assumed,
+    maelys_backend_probe_run_t* const* runs, size_t count, char** out_error) {
+  MAELYS__CHECK_OUT_ERROR(out_error);
+  if (backend == NULL || (runs == NULL && count > 0))
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                 "backend and runs are required");
+  for (size_t i = 0; i < count; i++)
+    if (runs[i] == NULL || runs[i]->struct_size < sizeof *runs[i] ||
+        runs[i]->plan == NULL || runs[i]->request == NULL)
+      return maelys__executor_fail(
+          out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+          "probe run %zu is NULL, has no plan or request, or was not set up "
+          "with maelys_backend_probe_run_init",
+          i);
+  for (size_t i = 0; i < count; i++) {
+    maelys_backend_probe_run_t* run = runs[i];
+    run->spawned = false;
+    run->spawn_error = NULL;
+    run->marker_seen = run->output_eof = run->timed_out = false;
+    run->root_uid = -1;
+    run->root_has_caps = -1;
+    run->output_len = 0;
+    run->output = calloc(1, OUTPUT_MAX + 1);
+  }
+  probe_ctx_t* ctxs = calloc(count ? count : 1, sizeof *ctxs);
+  probe_loop_t pl;
+  memset(&pl, 0, sizeof pl);
+  char* failure = NULL;
+  if (ctxs == NULL || probe_loop_open(&pl, backend, state, assumed, &failure) !=
+                          MAELYS_EXECUTOR_OK) {
+    /* Nothing ran: each run says why, as a spawn that failed would. */
+    probe_loop_close(&pl);
+    for (size_t i = 0; i < count; i++)
+      runs[i]->spawn_error =
+          maelys__executor_strdup(failure ? failure : "out of memory");
+    free(failure);
+    free(ctxs);
+    return MAELYS_EXECUTOR_OK;
+  }
   /* Every run at once on the one private loop: registration costs the
    * slowest sandbox, not their sum. */
-  for (size_t i = 0; i < count; i++) {
-    probe_ctx_t* ctx = &ctxs[i];
-    maelys__probe_run_t* run = &runs[i];
-    ctx->run = run;
-    uv_timer_init(&loop, &ctx->timer);
-    ctx->timer.data = ctx;
-    char* error = NULL;
-    if (maelys_execution_spawn(executor, plans[i], requests[i], &ctx->execution,
-                               &error) != MAELYS_EXECUTOR_OK) {
-      run->spawn_error =
-          error ? error : maelys__executor_strdup("spawn failed");
-      continue;
-    }
-    run->spawned = true;
-    ctx->spawned = true;
-    maelys_execution_stream(ctx->execution, MAELYS_EXEC_STREAM_STDOUT,
-                            &ctx->out, NULL);
-    maelys_execution_stream(ctx->execution, MAELYS_EXEC_STREAM_STDERR,
-                            &ctx->err, NULL);
-    ctx->out->data = ctx;
-    ctx->err->data = ctx;
-    uv_read_start(ctx->out, on_alloc, on_read);
-    uv_read_start(ctx->err, on_alloc, on_read);
-    maelys_execution_wait(ctx->execution, on_wait, ctx, NULL);
-    uv_timer_start(&ctx->timer, on_timeout, run->timeout_ms, 0);
-  }
+  for (size_t i = 0; i < count; i++)
+    start_run(&ctxs[i], pl.executor, &pl.loop, runs[i]);
   for (;;) {
     bool all = true;
     for (size_t i = 0; i < count; i++)
       all = all && ctx_done(&ctxs[i]);
     if (all)
       break;
-    uv_run(&loop, UV_RUN_ONCE);
+    uv_run(&pl.loop, UV_RUN_ONCE);
   }
   for (size_t i = 0; i < count; i++) {
     if (ctxs[i].spawned)
@@ -280,21 +311,14 @@ void maelys__executor_probe_runs(const maelys_backend_t* vtable, void* state,
     uv_timer_stop(&ctxs[i].timer);
     uv_close((uv_handle_t*)&ctxs[i].timer, NULL);
   }
-  maelys_executor_destroy(executor, NULL);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  uv_loop_close(&loop);
+  probe_loop_close(&pl);
   free(ctxs);
+  return MAELYS_EXECUTOR_OK;
 }
 
-void maelys__executor_probe_run(const maelys_backend_t* vtable, void* state,
-                                uint64_t assumed,
-                                const maelys_executor_plan_t* plan,
-                                maelys_execution_request_t* request,
-                                maelys__probe_run_t* run) {
-  maelys__executor_probe_runs(vtable, state, assumed, 1, &plan, &request, run);
-}
-
-void maelys__executor_probe_run_dispose(maelys__probe_run_t* run) {
+void maelys_backend_probe_run_dispose(maelys_backend_probe_run_t* run) {
+  if (run == NULL)
+    return;
   free(run->output);
   free(run->spawn_error);
   run->output = NULL;

@@ -279,7 +279,12 @@ CHILD_CODE static int child_main(void* arg) {
      * against a parent that died before it was armed. */
     if (syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
       child_fail(ctx, STEP_PDEATHSIG, errno, -1);
-    if (syscall(SYS_getppid) != ctx->parent_pid)
+    /* pid 1 of a new pid namespace reads its parent as 0 (it lies outside
+     * the namespace), dead or alive, so the check is only made outside one.
+     * Inside, the spawning thread is still blocked in maelys__proc_spawn
+     * until this child executes, so only the host process's own death can
+     * precede the prctl; the lifeline covers that for launchers. */
+    if (!spec->new_pid_namespace && syscall(SYS_getppid) != ctx->parent_pid)
       child_fail(ctx, STEP_PDEATHSIG, ESRCH, -1);
   }
   uint64_t empty = 0;

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "maelys/backend.h"
+#include "seccomp-baseline.h"
 
 /* Where the helper is visible inside the sandbox. */
 #define MAELYS__BWRAP_HELPER_DEST "/.maelys/helper"
@@ -120,10 +121,5 @@ maelys__bwrap_lower(const maelys_executor_plan_t* plan,
 void maelys__bwrap_lowered_dispose(maelys__bwrap_lowered_t* lowered,
                                    const maelys__bwrap_resolver_t* resolver,
                                    bool close_fds);
-
-/* The seccomp filter as BPF bytes (malloc'd). deny_network adds the denial
- * of every socket family but AF_UNIX. 0 or a negative errno. */
-int maelys__bwrap_seccomp_build(bool deny_network, unsigned char** out,
-                                size_t* out_len, char** out_error);
 
 #endif /* MAELYS_BWRAP_INTERNAL_H */

@@ -38,12 +38,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <jansson.h>
 #include <linux/openat2.h>
 
 #include "bwrap-internal.h"
-#include "internal.h"
-#include "proc.h"
 
 #ifndef MAELYS_EXECUTOR_HELPER_PATH
 #define MAELYS_EXECUTOR_HELPER_PATH                                            \
@@ -85,7 +82,7 @@ typedef struct bwrap_state {
 static int real_open(void* ctx, const char* path,
                      maelys__bwrap_source_t* info) {
   (void)ctx;
-  int fd = maelys__executor_open_nofollow(path);
+  int fd = maelys_backend_open_nofollow(path);
   if (fd < 0)
     return fd;
   struct stat st;
@@ -226,10 +223,10 @@ static void open_program(const char* what, const char* path, bool host_root,
   p->fd = -1;
   p->chain_len = 0;
   p->path = strdup(path);
-  int fd = maelys__executor_open_nofollow(path);
+  int fd = maelys_backend_open_nofollow(path);
   struct stat st;
   if (fd < 0) {
-    p->refused = maelys__executor_asprintf(
+    p->refused = maelys_backend_asprintf(
         fd == -ELOOP ? "%s '%s' is or passes through a symbolic link: name "
                        "the resolved path"
                      : "%s '%s' cannot be opened: %s",
@@ -237,14 +234,14 @@ static void open_program(const char* what, const char* path, bool host_root,
     return;
   }
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111)) {
-    p->refused = maelys__executor_asprintf(
+    p->refused = maelys_backend_asprintf(
         "%s '%s' is not an executable regular file", what, path);
     close(fd);
     return;
   }
   if (!trusted_owner(st.st_uid, host_root) ||
       (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    p->refused = maelys__executor_asprintf(
+    p->refused = maelys_backend_asprintf(
         "%s '%s' is owned by uid %u with mode %04o: a program %s executes "
         "must be owned by %s and writable by nobody else (invariant 18)",
         what, path, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
@@ -270,7 +267,7 @@ static void open_program(const char* what, const char* path, bool host_root,
         !trusted_owner(ds.st_uid, host_root) ||
         ((ds.st_mode & (S_IWGRP | S_IWOTH)) != 0 &&
          (ds.st_mode & S_ISVTX) == 0)) {
-      p->refused = maelys__executor_asprintf(
+      p->refused = maelys_backend_asprintf(
           "%s '%s' lies in '%s', which another user could change (owner uid "
           "%u, mode %04o): refused (invariant 18)",
           what, path, dir, (unsigned)ds.st_uid, (unsigned)(ds.st_mode & 07777));
@@ -356,7 +353,7 @@ static char* range_conflict(const char* file, bool ranges,
       lo = strtoull(fields[2], NULL, 10);
     }
     if (lo < first + count && first < lo + n)
-      found = maelys__executor_asprintf("%s: %s", file, line);
+      found = maelys_backend_asprintf("%s: %s", file, line);
   }
   fclose(f);
   return found;
@@ -374,7 +371,7 @@ bwrap_create(const maelys_backend_options_t* options, void** out_state,
     for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
       ok = ok || strcmp(known[k], key) == 0;
     if (!ok)
-      return maelys__executor_fail(
+      return maelys_backend_fail(
           out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
           "bubblewrap: unknown option '%s' (bwrap, helper, staging_dir, "
           "identity_range)",
@@ -382,16 +379,16 @@ bwrap_create(const maelys_backend_options_t* options, void** out_state,
   }
   bwrap_state_t* st = calloc(1, sizeof *st);
   if (st == NULL)
-    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
-                                 "out of memory");
+    return maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                               "out of memory");
   st->bwrap.fd = st->helper.fd = -1;
-  st->host_root = maelys__proc_host_root();
+  st->host_root = maelys_backend_host_root();
   st->identity_first = DEFAULT_IDENTITY_FIRST;
   st->identity_count = DEFAULT_IDENTITY_COUNT;
   const char* v = maelys_backend_options_get(options, "identity_range");
   if (v != NULL && parse_range(v, &st->identity_first, &st->identity_count)) {
     bwrap_destroy(st);
-    return maelys__executor_fail(
+    return maelys_backend_fail(
         out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
         "bubblewrap: identity_range '%s' is not FIRST:COUNT of non-zero host "
         "ids below 4294967295, without 65534 (nobody)",
@@ -402,7 +399,7 @@ bwrap_create(const maelys_backend_options_t* options, void** out_state,
     bwrap = "bwrap";
   char* found = find_on_path(bwrap);
   if (found == NULL)
-    st->bwrap_missing = maelys__executor_asprintf(
+    st->bwrap_missing = maelys_backend_asprintf(
         "bwrap was not found (%s%s): install bubblewrap (Debian: apt-get "
         "install bubblewrap) or set the backend's 'bwrap' option",
         bwrap[0] == '/' ? "not executable: " : "searched PATH for ", bwrap);
@@ -415,12 +412,12 @@ bwrap_create(const maelys_backend_options_t* options, void** out_state,
   st->staging_dir = strdup(v ? v : DEFAULT_STAGING_DIR);
   if (st->staging_dir == NULL) {
     bwrap_destroy(st);
-    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
-                                 "out of memory");
+    return maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                               "out of memory");
   }
-  if (!maelys__executor_path_is_clean(helper) ||
-      !maelys__executor_path_is_clean(st->staging_dir)) {
-    maelys_executor_result_t r = maelys__executor_fail(
+  if (!maelys_backend_path_is_clean(helper) ||
+      !maelys_backend_path_is_clean(st->staging_dir)) {
+    maelys_executor_result_t r = maelys_backend_fail(
         out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
         "bubblewrap: helper '%s' and staging_dir '%s' must be clean absolute "
         "paths",
@@ -493,8 +490,8 @@ typedef struct argv_builder {
 } argv_builder_t;
 
 static void push(argv_builder_t* a, const char* s) {
-  if (a->oom || maelys__executor_reserve((void**)&a->argv, &a->capacity,
-                                         sizeof *a->argv, a->count + 2)) {
+  if (a->oom || maelys_backend_reserve((void**)&a->argv, &a->capacity,
+                                       sizeof *a->argv, a->count + 2)) {
     a->oom = true;
     return;
   }
@@ -507,11 +504,11 @@ static void pushf(argv_builder_t* a, const char* fmt, ...)
 static void pushf(argv_builder_t* a, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  char* s = maelys__executor_vasprintf(fmt, ap);
+  char* s = maelys_backend_vasprintf(fmt, ap);
   va_end(ap);
   if (s == NULL ||
-      maelys__executor_reserve((void**)&a->owned, &a->owned_capacity,
-                               sizeof *a->owned, a->owned_count + 1)) {
+      maelys_backend_reserve((void**)&a->owned, &a->owned_capacity,
+                             sizeof *a->owned, a->owned_count + 1)) {
     free(s);
     a->oom = true;
     return;
@@ -534,8 +531,8 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
   bwrap_state_t* st = state;
   const char* why = unusable(st);
   if (why != NULL)
-    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_NOT_FOUND, "%s",
-                                 why);
+    return maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_NOT_FOUND, "%s",
+                               why);
   uint32_t fixed_uid = 0, fixed_gid = 0;
   bool fixed =
       maelys_execution_request_identity(request, &fixed_uid, &fixed_gid) == 0;
@@ -596,8 +593,8 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
     total += strlen(low.args[i]) + 1;
   blob = malloc(total + 1);
   if (blob == NULL) {
-    r = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
-                              "out of memory");
+    r = maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                            "out of memory");
     goto out;
   }
   size_t off = 0;
@@ -608,9 +605,9 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
   }
   fd = sealed_memfd("maelys-bwrap-args", blob, total);
   if (fd < 0) {
-    r = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
-                              "creating the bwrap arguments memfd: %s",
-                              strerror(-fd));
+    r = maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                            "creating the bwrap arguments memfd: %s",
+                            strerror(-fd));
     goto out;
   }
   if ((r = add_extra(launch, fd, args_fd, out_error)) != MAELYS_EXECUTOR_OK)
@@ -619,8 +616,8 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
       maelys_executor_plan_network(plan) != MAELYS_EXECUTOR_NETWORK_INHERIT;
   fd = sealed_memfd("maelys-seccomp", st->bpf[deny_net], st->bpf_len[deny_net]);
   if (fd < 0) {
-    r = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
-                              "creating the seccomp memfd: %s", strerror(-fd));
+    r = maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                            "creating the seccomp memfd: %s", strerror(-fd));
     goto out;
   }
   if ((r = add_extra(launch, fd, seccomp_fd, out_error)) != MAELYS_EXECUTOR_OK)
@@ -629,17 +626,17 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
   if (fd < 0 ||
       (r = add_extra(launch, fd, exec_fd, out_error)) != MAELYS_EXECUTOR_OK) {
     if (fd < 0)
-      r = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
-                                "duplicating bwrap's descriptor: %s",
-                                strerror(errno));
+      r = maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                              "duplicating bwrap's descriptor: %s",
+                              strerror(errno));
     goto out;
   }
   for (size_t i = 0; i < low.fd_count; i++) {
     fd = low.fds[i];
     low.fds[i] = -1;
     if (fd < 0 && (fd = sealed_memfd("maelys-deny", "", 0)) < 0) {
-      r = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
-                                "creating a deny overlay: %s", strerror(-fd));
+      r = maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                              "creating a deny overlay: %s", strerror(-fd));
       goto out;
     }
     if ((r = add_extra(launch, fd, first_extra_fd + (int)i, out_error)) !=
@@ -709,8 +706,8 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
   for (size_t i = 0; i < low.command_argc; i++)
     push(&a, low.command[i]);
   if (a.oom) {
-    r = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
-                              "out of memory");
+    r = maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                            "out of memory");
     goto out;
   }
   r = maelys_backend_launch_set_image(
@@ -719,9 +716,9 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
     goto out;
   fd = fcntl(st->helper.fd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) {
-    r = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
-                              "duplicating the helper's descriptor: %s",
-                              strerror(errno));
+    r = maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                            "duplicating the helper's descriptor: %s",
+                            strerror(errno));
     goto out;
   }
   r = maelys_backend_launch_set_image_fd(launch, &fd, out_error);
@@ -994,14 +991,14 @@ static maelys_execution_request_t* probe_request(const char* const* argv,
 }
 
 /* Why a probe run did not produce its report. */
-static char* run_failure(const maelys__probe_run_t* run) {
+static char* run_failure(const maelys_backend_probe_run_t* run) {
   if (!run->spawned)
-    return maelys__executor_asprintf("the probe sandbox could not start: %s",
-                                     run->spawn_error ? run->spawn_error : "");
-  if (run->status.outcome == MAELYS_EXEC_OUTCOME_LAUNCH_FAILED)
-    return maelys__executor_asprintf("the probe sandbox failed to set up: %s",
-                                     run->status.message);
-  return maelys__executor_asprintf(
+    return maelys_backend_asprintf("the probe sandbox could not start: %s",
+                                   run->spawn_error ? run->spawn_error : "");
+  if (run->outcome == MAELYS_EXEC_OUTCOME_LAUNCH_FAILED)
+    return maelys_backend_asprintf("the probe sandbox failed to set up: %s",
+                                   run->message);
+  return maelys_backend_asprintf(
       "the probe sandbox ended without its report (%s)",
       run->timed_out ? "timed out" : "no output");
 }
@@ -1025,7 +1022,7 @@ static char* identity_range_conflict(const bwrap_state_t* st) {
     char* c = range_conflict(files[i].file, files[i].ranges, st->identity_first,
                              st->identity_count);
     if (c != NULL) {
-      char* why = maelys__executor_asprintf(
+      char* why = maelys_backend_asprintf(
           "the identity range %llu:%llu overlaps %s, so a sandbox could share "
           "a host identity with a user or a container: set the backend's "
           "identity_range option to ids nothing else uses (invariant 20)",
@@ -1046,8 +1043,8 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
     return MAELYS_EXECUTOR_OK;
   }
   for (int i = 0; i < 2; i++)
-    if (maelys__bwrap_seccomp_build(i == 1, &st->bpf[i], &st->bpf_len[i],
-                                    out_error) != 0)
+    if (maelys__seccomp_baseline_build(i == 1, &st->bpf[i], &st->bpf_len[i],
+                                       out_error) != 0)
       return MAELYS_EXECUTOR_ERR_UNSUPPORTED;
   if (st->host_root) {
     char* conflict = identity_range_conflict(st);
@@ -1057,7 +1054,7 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
       return MAELYS_EXECUTOR_OK;
     }
     if (mkdir(st->staging_dir, 0755) != 0 && errno != EEXIST) {
-      char* why = maelys__executor_asprintf(
+      char* why = maelys_backend_asprintf(
           "the staging directory '%s' cannot be created (%s): as uid 0 the "
           "backend stages the sandbox's binds and keeps its identity locks "
           "there; set 'staging_dir'",
@@ -1072,9 +1069,9 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
   int dr = make_probe_dirs(st, &dirs);
   if (dr != 0) {
     remove_probe_dirs(&dirs);
-    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
-                                 "creating the probe directories: %s",
-                                 strerror(-dr));
+    return maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                               "creating the probe directories: %s",
+                               strerror(-dr));
   }
   const char* argv_a[] = {
       "helper", "probe",      "identity", "seccomp",   "net",   "userns",
@@ -1094,7 +1091,7 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
   maelys_execution_request_t* reqs[3];
   for (int i = 0; i < 3; i++)
     reqs[i] = probe_request(argvs[i], i == 1);
-  maelys__probe_run_t runs[3];
+  maelys_backend_probe_run_t runs[3];
   memset(runs, 0, sizeof runs);
   uint64_t assumed = MAELYS_BACKEND_CAP_ALL;
   char* failure = NULL;
@@ -1103,23 +1100,26 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
     for (int i = 0; i < 3; i++)
       built = built && plans[i] != NULL && reqs[i] != NULL;
     if (!built) {
-      failure = maelys__executor_strdup("out of memory building the probe");
+      failure = strdup("out of memory building the probe");
       break;
     }
     /* Run A ends the way a host's death would: its lifeline is dropped once
      * the double-forked descendant is in place, and everything must go. */
+    maelys_backend_probe_run_t* run_list[3];
+    for (int i = 0; i < 3; i++) {
+      maelys_backend_probe_run_init(&runs[i], plans[i], reqs[i]);
+      runs[i].timeout_ms = PROBE_TIMEOUT_MS;
+      run_list[i] = &runs[i];
+    }
     runs[0].marker = "tree=ready";
     runs[0].end_by_lifeline = true;
-    for (int i = 0; i < 3; i++)
-      runs[i].timeout_ms = PROBE_TIMEOUT_MS;
-    maelys__executor_probe_runs(maelys_backend_bubblewrap(), st, assumed, 3,
-                                (const maelys_executor_plan_t* const*)plans,
-                                reqs, runs);
+    maelys_backend_probe_run(maelys_backend_bubblewrap(), st, assumed, run_list,
+                             3, NULL);
     if (runs[0].marker_seen)
       break;
     char* why = run_failure(&runs[0]);
     for (int i = 0; i < 3; i++) {
-      maelys__executor_probe_run_dispose(&runs[i]);
+      maelys_backend_probe_run_dispose(&runs[i]);
       maelys_execution_request_destroy(reqs[i]);
       reqs[i] = NULL;
     }
@@ -1140,11 +1140,11 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
     maelys_executor_plan_destroy(plans[i]);
     maelys_execution_request_destroy(reqs[i]);
   }
-  maelys__probe_run_t run = runs[0];
+  maelys_backend_probe_run_t run = runs[0];
 
   uint64_t proved = 0;
   if (failure != NULL) {
-    char* why = maelys__executor_asprintf(
+    char* why = maelys_backend_asprintf(
         "%s. If user namespaces are blocked (as in unprivileged containers), "
         "enable them (sysctl kernel.unprivileged_userns_clone=1, "
         "user.max_user_namespaces > 0) or run where they are allowed.",
@@ -1154,7 +1154,7 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
     free(why);
     free(failure);
     for (int i = 0; i < 3; i++)
-      maelys__executor_probe_run_dispose(&runs[i]);
+      maelys_backend_probe_run_dispose(&runs[i]);
     remove_probe_dirs(&dirs);
     return MAELYS_EXECUTOR_OK;
   }
@@ -1286,7 +1286,7 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
                                            "uid 0 or held a capability"
                                          : "the probe payload held a "
                                            "capability");
-  maelys__executor_probe_run_dispose(&run);
+  maelys_backend_probe_run_dispose(&run);
 
   /* The ephemeral-write root: writable, and bounded by its scratch size. */
   run = runs[1];
@@ -1299,39 +1299,37 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
       filled <= 131072 && fill_err == ENOSPC)
     proved |= MAELYS_BACKEND_CAP_ROOT_EPHEMERAL_WRITE;
   else {
-    char* why = run.output && has_line(run.output, "write=ok")
-                    ? maelys__executor_strdup(
-                          "the ephemeral root accepted more than its scratch "
-                          "size")
-                    : run_failure(&run);
+    char* why =
+        run.output && has_line(run.output, "write=ok")
+            ? strdup("the ephemeral root accepted more than its scratch "
+                     "size")
+            : run_failure(&run);
     maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_ROOT_EPHEMERAL_WRITE,
                                  why);
     free(why);
   }
-  maelys__executor_probe_run_dispose(&run);
+  maelys_backend_probe_run_dispose(&run);
 
   /* The memory ceiling: the probe that touches 128 MiB under a 32 MiB
    * ceiling is killed before it finishes. */
   run = runs[2];
   if (run.spawned && run.output != NULL &&
       !has_line(run.output, "alloc=done:" PROBE_ALLOC_MIB) &&
-      run.status.outcome == MAELYS_EXEC_OUTCOME_SIGNALED &&
-      run.status.term_signal == SIGKILL)
+      run.outcome == MAELYS_EXEC_OUTCOME_SIGNALED && run.term_signal == SIGKILL)
     proved |= MAELYS_BACKEND_CAP_LIMIT_MEMORY;
   else {
     char* why =
         !run.spawned
-            ? maelys__executor_asprintf("memory: unbounded (%s)",
-                                        run.spawn_error ? run.spawn_error : "")
+            ? maelys_backend_asprintf("memory: unbounded (%s)",
+                                      run.spawn_error ? run.spawn_error : "")
         : run.output && has_line(run.output, "alloc=done:" PROBE_ALLOC_MIB)
-            ? maelys__executor_strdup(
-                  "a probe sandbox touched 128 MiB under a 32 MiB "
-                  "memory ceiling")
+            ? strdup("a probe sandbox touched 128 MiB under a 32 MiB "
+                     "memory ceiling")
             : run_failure(&run);
     maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_LIMIT_MEMORY, why);
     free(why);
   }
-  maelys__executor_probe_run_dispose(&run);
+  maelys_backend_probe_run_dispose(&run);
   remove_probe_dirs(&dirs);
 
   maelys_backend_probe_missing(

@@ -15,26 +15,15 @@ static const char unconfined[] =
     "the posix backend runs the payload unconfined: it enforces no sandbox "
     "capability (use the bubblewrap backend for confinement)";
 
-static char* option_error(const maelys_backend_options_t* o) {
-  const char* key = maelys_backend_options_key(o, 0);
-  size_t n = strlen(key) + 64;
-  char* s = malloc(n);
-  if (s != NULL)
-    snprintf(s, n, "the posix backend takes no options (got '%s')", key);
-  return s;
-}
-
 static maelys_executor_result_t
 posix_create(const maelys_backend_options_t* options, void** out_state,
              char** out_error) {
-  (void)out_error;
   /* No options are defined; a key given anyway is a configuration mistake
    * worth hearing about. */
-  if (maelys_backend_options_count(options) > 0) {
-    if (out_error != NULL && *out_error == NULL)
-      *out_error = option_error(options);
-    return MAELYS_EXECUTOR_ERR_ARGUMENT;
-  }
+  if (maelys_backend_options_count(options) > 0)
+    return maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                               "the posix backend takes no options (got '%s')",
+                               maelys_backend_options_key(options, 0));
   *out_state = NULL;
   return MAELYS_EXECUTOR_OK;
 }
@@ -63,12 +52,11 @@ posix_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
   if (maelys_execution_request_identity(request, &uid, &gid) == 0) {
     if (geteuid() == 0)
       return maelys_backend_launch_set_credentials(launch, uid, gid, out_error);
-    if (uid != (uint32_t)geteuid() || gid != (uint32_t)getegid()) {
-      if (out_error != NULL && *out_error == NULL)
-        *out_error = strdup("posix: the request names an identity other "
-                            "than the host's, which only uid 0 can assume");
-      return MAELYS_EXECUTOR_ERR_DENIED;
-    }
+    if (uid != (uint32_t)geteuid() || gid != (uint32_t)getegid())
+      return maelys_backend_fail(
+          out_error, MAELYS_EXECUTOR_ERR_DENIED,
+          "posix: the request names an identity other than the host's, which "
+          "only uid 0 can assume");
   }
   return MAELYS_EXECUTOR_OK;
 }

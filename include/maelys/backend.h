@@ -7,10 +7,23 @@
  * escalation, streams and reaping.
  *
  * The vtable grows only at its end. It starts with abi_version and
- * struct_size, and optional slots are checked for NULL (SQLite's vfs).
+ * struct_size, and optional slots are checked for NULL (SQLite's vfs). Each
+ * slot below names the backend ABI version that added it: the core accepts a
+ * vtable of any version from 1 up to MAELYS_BACKEND_ABI_VERSION, reads only
+ * the struct_size bytes it declares, and calls a slot only when the vtable's
+ * version has it and the slot is not NULL.
+ *
+ * Everything a backend needs from the core is declared here, so that a
+ * backend builds against the installed headers alone, in this tree or out of
+ * it: the launch description, read access to sealed plans and requests,
+ * recording what a probe proved, running probe sandboxes on a private loop
+ * (maelys_backend_probe_run), diagnostics (maelys_backend_fail) and a few
+ * string, path and file helpers.
  */
 #ifndef MAELYS_BACKEND_H
 #define MAELYS_BACKEND_H
+
+#include <stdarg.h>
 
 #include "maelys/executor.h"
 
@@ -18,10 +31,19 @@
 extern "C" {
 #endif
 
-/* ABI 2: the lifeline descriptor, pid-namespace launches, the execution's
+/* ABI 3: the backend SDK (maelys_backend_probe_run, maelys_backend_fail,
+ * the string, path and file helpers); the vtable is unchanged, and vtables
+ * of ABI 1 and 2 are still accepted.
+ * ABI 2: the lifeline descriptor, pid-namespace launches, the execution's
  * memory cgroup, images executed from a descriptor and the identity event;
  * every addition is at the end of its enum, flag set or struct. */
-#define MAELYS_BACKEND_ABI_VERSION 2
+#define MAELYS_BACKEND_ABI_VERSION 3
+
+#if defined(__GNUC__)
+#define MAELYS_BACKEND_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define MAELYS_BACKEND_PRINTF(f, a)
+#endif
 
 typedef struct maelys_backend_launch maelys_backend_launch_t;
 typedef struct maelys_backend_probe maelys_backend_probe_t;
@@ -68,8 +90,9 @@ typedef struct maelys_backend_event {
 /* --------------------------------------------------------------- vtable */
 
 struct maelys_backend {
-  uint32_t abi_version; /* MAELYS_BACKEND_ABI_VERSION */
-  uint32_t struct_size; /* sizeof(maelys_backend_t) */
+  /* ABI 1 */
+  uint32_t abi_version; /* MAELYS_BACKEND_ABI_VERSION when built */
+  uint32_t struct_size; /* sizeof(maelys_backend_t) when built */
   const char* name;     /* [a-z0-9-]{1,32}, unique per executor */
 
   /* Creates the backend's state from its options (borrowed). */
@@ -97,6 +120,8 @@ struct maelys_backend {
    * line (without its newline) of the status channel. */
   void (*status_line)(void* state, const char* line, size_t length,
                       maelys_backend_event_t* out_event);
+
+  /* Slots of later ABI versions go here, each marked with its version. */
 };
 
 /* --------------------------------------------------------------- probe */
@@ -114,6 +139,81 @@ maelys_backend_probe_missing(maelys_backend_probe_t* probe,
 MAELYS_EXECUTOR_API void
 maelys_backend_probe_diagnostic(maelys_backend_probe_t* probe,
                                 const char* text);
+
+/* ----------------------------------------------------------- probe runs */
+
+/*
+ * A real launch made to prove a capability: the backend's own prepare, the
+ * core's spawn, exit watch and stop, run to completion on a private loop
+ * while the caller's thread blocks (registration is setup; the host's loop is
+ * never touched). The payload's stdout is collected (up to 64 KiB) when the
+ * request's io mode captures it, and a captured stderr is drained and
+ * dropped; when stdout contains `marker` the execution is ended -- by a forced
+ * stop, or by dropping its lifeline as the host's death would (end_by_lifeline)
+ * -- and the run waits (bounded) for stdout's end of file, which arrives only
+ * once every process holding it, descendants included, is gone.
+ *
+ * The structure grows only at its end; struct_size says how much of it the
+ * caller has, and the core writes nothing beyond it. Start one with
+ * maelys_backend_probe_run_init(), which sets struct_size for the caller.
+ */
+typedef struct maelys_backend_probe_run {
+  uint32_t struct_size; /* sizeof(maelys_backend_probe_run_t) when built */
+
+  /* What to run; borrowed until maelys_backend_probe_run() returns. The
+   * plan is sealed; the request's channels are consumed as by spawn. */
+  const maelys_executor_plan_t* plan;
+  maelys_execution_request_t* request;
+  const char* marker;  /* NULL: run until the payload exits */
+  uint64_t timeout_ms; /* until the marker, or the exit; then forced */
+  int end_by_lifeline; /* end at the marker by dropping the lifeline */
+
+  /* Results. */
+  int spawned;       /* 0: spawn_error says why */
+  char* spawn_error; /* heap; freed by maelys_backend_probe_run_dispose */
+  maelys_execution_outcome_t outcome;
+  int exit_code, term_signal, launch_errno;
+  char launch_step[32];
+  char message[1024]; /* the launch diagnostic */
+  char* output;       /* stdout, NUL-terminated; heap, as spawn_error */
+  size_t output_len;
+  int marker_seen;
+  int output_eof; /* stdout ended: nothing that held it is left */
+  int timed_out;
+  /* Host view of the sandbox's tree root while the marker was current (the
+   * pid the backend reported with MAELYS_BACKEND_EVENT_TREE_ROOT, or else
+   * the launched image's grandchild): its real uid and whether it held any
+   * capability; -1 when unknown. */
+  long root_uid;
+  int root_has_caps;
+} maelys_backend_probe_run_t;
+
+/* Clears `run` and sets its struct_size (inline, so that the size is the
+ * caller's). */
+static inline void
+maelys_backend_probe_run_init(maelys_backend_probe_run_t* run,
+                              const maelys_executor_plan_t* plan,
+                              maelys_execution_request_t* request) {
+  maelys_backend_probe_run_t empty = {0};
+  *run = empty;
+  run->struct_size = (uint32_t)sizeof *run;
+  run->plan = plan;
+  run->request = request;
+  run->timeout_ms = 10000;
+}
+
+/* Runs `count` probe launches at once on one private loop through `backend`
+ * with its `state` (both borrowed), as if the backend had proved `assumed`.
+ * Per-run failures are results (spawned, outcome, timed_out); the call fails
+ * only on a bad argument or when no private loop can be made, and then
+ * nothing ran. */
+MAELYS_EXECUTOR_API maelys_executor_result_t maelys_backend_probe_run(
+    const maelys_backend_t* backend, void* state, uint64_t assumed,
+    maelys_backend_probe_run_t* const* runs, size_t count, char** out_error);
+
+/* Frees a run's results (output, spawn_error); the run can be reused. */
+MAELYS_EXECUTOR_API void
+maelys_backend_probe_run_dispose(maelys_backend_probe_run_t* run);
 
 /* -------------------------------------------------------------- launch */
 
@@ -263,6 +363,41 @@ maelys_execution_request_identity(const maelys_execution_request_t* request,
                                   uint32_t* out_uid, uint32_t* out_gid);
 MAELYS_EXECUTOR_API const char*
 maelys_execution_request_receipt_dir(const maelys_execution_request_t* request);
+
+/* ------------------------------------------------------------- services */
+
+/* Fills *out_error (when out_error is not NULL and *out_error is NULL) with
+ * the formatted diagnostic, allocated as maelys_executor_error_free() frees
+ * it, and returns `result`: `return maelys_backend_fail(out_error,
+ * MAELYS_EXECUTOR_ERR_ARGUMENT, "bad option '%s'", key);`. */
+MAELYS_EXECUTOR_API maelys_executor_result_t maelys_backend_fail(
+    char** out_error, maelys_executor_result_t result, const char* format, ...)
+    MAELYS_BACKEND_PRINTF(3, 4);
+
+/* A formatted string (free()), or NULL when out of memory. */
+MAELYS_EXECUTOR_API char* maelys_backend_asprintf(const char* format, ...)
+    MAELYS_BACKEND_PRINTF(1, 2);
+MAELYS_EXECUTOR_API char* maelys_backend_vasprintf(const char* format,
+                                                   va_list ap);
+
+/* Grows the array *items (of elem_size bytes each, *capacity entries) so that
+ * it holds at least `need` entries: 0, or -1 when out of memory (the array is
+ * then unchanged). */
+MAELYS_EXECUTOR_API int maelys_backend_reserve(void** items, size_t* capacity,
+                                               size_t elem_size, size_t need);
+
+/* Whether `path` is absolute, without ".", ".." or empty components and
+ * without a trailing slash ("/" itself is clean), at most PATH_MAX bytes. */
+MAELYS_EXECUTOR_API int maelys_backend_path_is_clean(const char* path);
+
+/* Opens an absolute path with O_PATH | O_CLOEXEC, refusing a symbolic link as
+ * any of its components, the last one included (-ELOOP): a descriptor, or a
+ * negative errno. */
+MAELYS_EXECUTOR_API int maelys_backend_open_nofollow(const char* path);
+
+/* Whether this process is uid 0 of the initial user namespace: the core then
+ * starts NEW_PID_NAMESPACE launches without a user namespace of their own. */
+MAELYS_EXECUTOR_API int maelys_backend_host_root(void);
 
 #ifdef __cplusplus
 }

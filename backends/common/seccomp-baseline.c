@@ -1,7 +1,8 @@
 /*
- * The seccomp filter handed to bwrap with --seccomp, built with libseccomp
- * (never hand-written BPF). Default: allow; each rule below closes one door
- * and says which.
+ * The seccomp baseline every confining backend installs (the bubblewrap
+ * backend hands it to bwrap with --seccomp), built with libseccomp (never
+ * hand-written BPF). Default: allow; each rule below closes one door and says
+ * which.
  *
  * Only the native ABI is in the filter, and its bad-architecture action kills
  * the process. That covers both 32-bit entries of x86-64: i386 calls through
@@ -28,7 +29,7 @@
 
 #include <seccomp.h>
 
-#include "bwrap-internal.h"
+#include "seccomp-baseline.h"
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
@@ -180,8 +181,8 @@ static int add_setid_rules(scmp_filter_ctx ctx) {
   return 0;
 }
 
-int maelys__bwrap_seccomp_build(bool deny_network, unsigned char** out,
-                                size_t* out_len, char** out_error) {
+int maelys__seccomp_baseline_build(bool deny_network, unsigned char** out,
+                                   size_t* out_len, char** out_error) {
   *out = NULL;
   *out_len = 0;
   int rc = 0;

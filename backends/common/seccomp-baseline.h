@@ -1,0 +1,16 @@
+/* The seccomp baseline shared by the confining backends (bubblewrap now,
+ * Landlock next): one filter, built once, so that every backend closes the
+ * same doors (seccomp-baseline.c says which). */
+#ifndef MAELYS_SECCOMP_BASELINE_H
+#define MAELYS_SECCOMP_BASELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The filter as BPF bytes (malloc'd). deny_network adds the denial of every
+ * socket family but AF_UNIX. 0 or a negative errno (and *out_error, when it
+ * is not NULL and points to NULL, says what failed). */
+int maelys__seccomp_baseline_build(bool deny_network, unsigned char** out,
+                                   size_t* out_len, char** out_error);
+
+#endif /* MAELYS_SECCOMP_BASELINE_H */
