@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,55 @@ uint64_t harness_register_bubblewrap(harness_t* h) {
                        h->executor, "bubblewrap", &mask, &err),
                    0);
   return mask;
+}
+
+/* Tests skipped in this process (harness_skip). */
+static int skipped;
+
+__attribute__((noreturn)) static void skip_now(harness_t* h, bool sandbox,
+                                               const char* format, va_list ap) {
+  char reason[2048];
+  vsnprintf(reason, sizeof reason, format, ap);
+  const char* must = getenv("MAELYS_BWRAP_MUST_WORK");
+  if (sandbox && must != NULL && strcmp(must, "1") == 0)
+    fail_msg("%s, and MAELYS_BWRAP_MUST_WORK=1 says it must", reason);
+  if (h != NULL)
+    harness_finish(h);
+  print_message("SKIPPED: %s\n", reason);
+  skipped++;
+  skip();
+  abort(); /* skip() does not return */
+}
+
+void harness_skip(harness_t* h, const char* format, ...) {
+  va_list ap;
+  va_start(ap, format);
+  skip_now(h, false, format, ap);
+}
+
+void harness_skip_sandbox(harness_t* h, const char* format, ...) {
+  va_list ap;
+  va_start(ap, format);
+  skip_now(h, true, format, ap);
+}
+
+uint64_t harness_bubblewrap_or_skip(harness_t* h, uint64_t need) {
+  uint64_t mask = harness_register_bubblewrap(h);
+  if ((mask & need) == need)
+    return mask;
+  char* diag = NULL;
+  maelys_executor_backend_diagnostic(h->executor, "bubblewrap", &diag, NULL);
+  char reason[1536];
+  snprintf(reason, sizeof reason, "bubblewrap cannot confine here: %s",
+           diag ? diag : "");
+  maelys_executor_string_free(diag);
+  harness_skip_sandbox(h, "%s", reason);
+}
+
+int harness_exit(int failed) {
+  if (failed != 0)
+    return failed;
+  return skipped > 0 ? 77 : 0;
 }
 
 void harness_finish(harness_t* h) {

@@ -26,6 +26,24 @@ void harness_init(harness_t* h, unsigned watchdog_ms);
 /* Registers the bubblewrap backend (bwrap from PATH, the helper built next to
  * the tests) and returns its proved mask. */
 uint64_t harness_register_bubblewrap(harness_t* h);
+/* Registers bubblewrap and returns its mask when it proved every bit of
+ * `need`; otherwise the test cannot run here: a failure when
+ * MAELYS_BWRAP_MUST_WORK=1 (CI) says it must, else h is finished and the test
+ * is skipped (harness_skip), naming the backend's diagnostic. */
+uint64_t harness_bubblewrap_or_skip(harness_t* h, uint64_t need);
+/* The test cannot run here, for an explicitly optional reason: finishes h
+ * (when not NULL), prints "SKIPPED: reason", counts the skip and reports it
+ * to cmocka with skip(), which leaves the test. */
+void harness_skip(harness_t* h, const char* format, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+/* As harness_skip for a sandbox that cannot confine here, but a failure when
+ * MAELYS_BWRAP_MUST_WORK=1. */
+void harness_skip_sandbox(harness_t* h, const char* format, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+/* main()'s status from cmocka's count of failed tests: the failures, else 77
+ * (ctest's SKIP_RETURN_CODE: the entry shows as skipped, not passed) when a
+ * test was skipped, else 0. */
+int harness_exit(int failed);
 /* Destroys the executor, closes the watchdog and asserts that the loop
  * closes cleanly: uv_loop_close() returns 0. */
 void harness_finish(harness_t* h);

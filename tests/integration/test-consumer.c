@@ -79,16 +79,7 @@ static void test_code_runner_contract(void** state) {
   (void)state;
   harness_t h;
   harness_init(&h, 60000);
-  uint64_t mask = harness_register_bubblewrap(&h);
-  if (!(mask & MAELYS_BACKEND_CAP_NETWORK_NONE)) {
-    const char* must = getenv("MAELYS_BWRAP_MUST_WORK");
-    if (must != NULL && strcmp(must, "1") == 0)
-      fail_msg("bubblewrap did not prove network_none and "
-               "MAELYS_BWRAP_MUST_WORK=1");
-    print_message("SKIPPED: bubblewrap cannot confine here\n");
-    harness_finish(&h);
-    return;
-  }
+  harness_bubblewrap_or_skip(&h, MAELYS_BACKEND_CAP_NETWORK_NONE);
   char tmpdir[] = "/tmp/maelys-runner-XXXXXX";
   assert_non_null(mkdtemp(tmpdir));
   maelys_executor_plan_t* plan = runner_plan(tmpdir);
@@ -156,5 +147,6 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_code_runner_contract),
   };
-  return cmocka_run_group_tests_name("consumer", tests, NULL, NULL);
+  return harness_exit(
+      cmocka_run_group_tests_name("consumer", tests, NULL, NULL));
 }

@@ -44,23 +44,10 @@ static int rounds(void) {
 }
 
 static bool bwrap_or_skip(harness_t* h) {
-  uint64_t need = MAELYS_BACKEND_CAP_PROCESS_TREE |
-                  MAELYS_BACKEND_CAP_FILESYSTEM_READ |
-                  MAELYS_BACKEND_CAP_LIMIT_TASKS;
-  uint64_t mask = harness_register_bubblewrap(h);
-  if ((mask & need) == need)
-    return true;
-  char* diag = NULL;
-  maelys_executor_backend_diagnostic(h->executor, "bubblewrap", &diag, NULL);
-  const char* must = getenv("MAELYS_BWRAP_MUST_WORK");
-  if (must != NULL && strcmp(must, "1") == 0)
-    fail_msg("bubblewrap cannot confine here and MAELYS_BWRAP_MUST_WORK=1: %s",
-             diag ? diag : "");
-  print_message("SKIPPED: bubblewrap cannot confine here: %s\n",
-                diag ? diag : "");
-  maelys_executor_string_free(diag);
-  harness_finish(h);
-  return false;
+  harness_bubblewrap_or_skip(h, MAELYS_BACKEND_CAP_PROCESS_TREE |
+                                    MAELYS_BACKEND_CAP_FILESYSTEM_READ |
+                                    MAELYS_BACKEND_CAP_LIMIT_TASKS);
+  return true;
 }
 
 static maelys_executor_plan_t* fixture_plan(uint64_t tasks, uint64_t memory) {
@@ -474,11 +461,10 @@ static bool root_or_skip(const char* what) {
   /* Explicitly optional: invariant 20 is about runs started by root. An
    * unprivileged user's sandbox necessarily runs as that user, since bwrap
    * maps only the caller's own uid. */
-  print_message("SKIPPED: %s: invariant 20 applies to runs started by root "
-                "(this run is uid %u)\n",
-                what, (unsigned)getuid());
-  skip();
-  return false;
+  harness_skip(NULL,
+               "%s: invariant 20 applies to runs started by root (this run "
+               "is uid %u)",
+               what, (unsigned)getuid());
 }
 
 /* The receipt's identity uid, or -1. */
@@ -890,5 +876,6 @@ int main(void) {
       cmocka_unit_test(test_fork_bomb_stops_at_ceiling),
       cmocka_unit_test(test_memory_ceiling),
   };
-  return cmocka_run_group_tests_name("lifetime", tests, NULL, NULL);
+  return harness_exit(
+      cmocka_run_group_tests_name("lifetime", tests, NULL, NULL));
 }
