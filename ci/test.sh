@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (the README's test command):
-#   1. a plain build: unit, integration and valgrind tests, as this user;
+#   1. a plain build: unit, integration and valgrind tests, as this user,
+#      then ci/lint.sh on it (format, clang-tidy, exported symbols);
 #   2. an ASan+UBSan build: the same suite;
 #   3. when run as root, the plain suite again as an unprivileged user
 #      (bwrap behaves differently there).
@@ -18,6 +19,7 @@ mkdir -p "$out"
 echo "== plain build"
 bash ci/build.sh "$out/plain" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 (cd "$out/plain" && ctest --output-on-failure -j "$jobs")
+bash ci/lint.sh "$out/plain"
 
 echo "== ASan+UBSan build"
 bash ci/build.sh "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DMAELYS_EXECUTOR_SANITIZE=ON

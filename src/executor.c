@@ -295,7 +295,7 @@ static maelys_executor_result_t check_registration(maelys_executor_t* executor,
                                  vt->name);
   if (maelys__executor_reserve(
           (void**)&executor->backends, &executor->backend_capacity,
-          sizeof *executor->backends, executor->backend_count + 1))
+          sizeof(maelys__backend_entry_t*), executor->backend_count + 1))
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
                                  "out of memory");
   return MAELYS_EXECUTOR_OK;

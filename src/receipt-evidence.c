@@ -203,7 +203,7 @@ maelys_executor_close_receipt_chain(maelys_executor_t* executor,
   clock_gettime(CLOCK_REALTIME, &ts);
   json_t* doc = json_pack(
       "{s:s, s:{s:s, s:I, s:o}, s:I, s:o}", "format", CLOSE_FORMAT, "chain",
-      "id", chain_id, "sequence", (json_int_t)(c->sequence + 1), "previous",
+      "id", chain_id, "sequence", (json_int_t)c->sequence + 1, "previous",
       c->previous[0] ? json_string(c->previous) : json_null(), "receipts",
       (json_int_t)c->sequence, "closed_at",
       maelys__executor_receipt_timestamp((int64_t)ts.tv_sec * 1000000000 +

@@ -224,8 +224,8 @@ static bool check_record(verifier_t* v, record_t* r) {
     return fail_at(v, r->path, "%s: not a JSON object (line %d: %s)", r->path,
                    jerr.line, r->doc ? "not an object" : jerr.text);
   const char* format = json_string_value(json_object_get(r->doc, "format"));
-  if (format == NULL ||
-      (strcmp(format, RECEIPT_FORMAT) != 0 && strcmp(format, CLOSE_FORMAT)))
+  if (format == NULL || (strcmp(format, RECEIPT_FORMAT) != 0 &&
+                         strcmp(format, CLOSE_FORMAT) != 0))
     return fail_at(v, r->path, "%s: unknown format '%s'", r->path,
                    format ? format : "(none)");
   r->closing = strcmp(format, CLOSE_FORMAT) == 0;
@@ -276,14 +276,14 @@ static int by_chain_position(const void* a, const void* b) {
 /* One chain: receipts 1..N in order, each naming its predecessor's digest,
  * then exactly one closing record naming the last. */
 static bool check_chain(verifier_t* v, const char* id, json_t* chains) {
-  record_t** members = calloc(v->count, sizeof *members);
+  record_t** members = calloc(v->count, sizeof(record_t*));
   if (members == NULL)
     return fail_at(v, NULL, "out of memory");
   size_t n = 0;
   for (size_t i = 0; i < v->count; i++)
     if (strcmp(v->records[i].chain, id) == 0)
       members[n++] = &v->records[i];
-  qsort(members, n, sizeof *members, by_chain_position);
+  qsort(members, n, sizeof(record_t*), by_chain_position);
   bool ok = true;
   const record_t* prev = NULL;
   const record_t* closing = NULL;

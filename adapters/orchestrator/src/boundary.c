@@ -603,7 +603,8 @@ static void check_path(const maelys_orchestrator_boundary_t* b, const view_t* w,
   /* A bind that maps another host path cannot be widened by a rule, which
    * binds a host path at the same path. */
   const layer_t* l = res.layer;
-  if ((l->kind == LY_RO || l->kind == LY_RW) && strcmp(l->source, l->dest)) {
+  if ((l->kind == LY_RO || l->kind == LY_RW) &&
+      strcmp(l->source, l->dest) != 0) {
     set_item(it, MAELYS_ORCHESTRATOR_REFUSED,
              "'%s' is reached through the bind of '%s' at '%s': a rule "
              "cannot widen a bind of another host path",

@@ -608,7 +608,8 @@ maelys_executor_result_t maelys_orchestrator_session_decide(
         "only to the request, operation and session it was raised for",
         s->id, request_id);
   /* The plan the expansion was computed against must still be active. */
-  if (strcmp(p->base_digest, maelys_orchestrator_boundary_digest(s->boundary)))
+  if (strcmp(p->base_digest,
+             maelys_orchestrator_boundary_digest(s->boundary)) != 0)
     return maelys__orch_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
                              "boundary request %s was computed against plan "
                              "%s, which is no longer active",

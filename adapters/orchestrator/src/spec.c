@@ -494,7 +494,8 @@ static bool read_limits(reader_t* rd, maelys_orchestrator_spec_t* spec,
     char path[64];
     snprintf(path, sizeof path, "$.limits.%s", key);
     size_t k = 0;
-    while (k < sizeof names / sizeof names[0] && strcmp(names[k].name, key))
+    while (k < sizeof names / sizeof names[0] &&
+           strcmp(names[k].name, key) != 0)
       k++;
     if (k == sizeof names / sizeof names[0])
       return bad(rd, "$.limits", "unknown member '%s'", key);
