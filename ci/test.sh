@@ -3,6 +3,7 @@
 #   1. a plain build: unit, integration and valgrind tests, as this user,
 #      then ci/lint.sh on it (format, clang-tidy, exported symbols);
 #   2. an ASan+UBSan build: the same suite;
+#   2b. a ThreadSanitizer build of the threaded tests (ctest -L threads);
 #   3. when run as root, the plain suite again as an unprivileged user
 #      (bwrap behaves differently there).
 # MAELYS_BWRAP_MUST_WORK=1: a bubblewrap test that cannot run fails.
@@ -24,6 +25,11 @@ bash ci/lint.sh "$out/plain"
 echo "== ASan+UBSan build"
 bash ci/build.sh "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DMAELYS_EXECUTOR_SANITIZE=ON
 (cd "$out/asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$jobs")
+
+echo "== ThreadSanitizer build (the threaded tests)"
+bash ci/build.sh "$out/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DMAELYS_EXECUTOR_TSAN=ON --target test-threads test-core test-receipts
+(cd "$out/tsan" && ctest --output-on-failure -L threads)
 
 if [ "$(id -u)" -eq 0 ]; then
   echo "== plain build as an unprivileged user (uid 65534)"

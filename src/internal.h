@@ -43,7 +43,8 @@ maelys_executor_result_t maelys__executor_fail(char** out_error,
 
 char* maelys__executor_strdup(const char* s);
 char* maelys__executor_asprintf(const char* format, ...) MAELYS__PRINTF(1, 2);
-char* maelys__executor_vasprintf(const char* format, va_list ap);
+char* maelys__executor_vasprintf(const char* format, va_list ap)
+    MAELYS__PRINTF(1, 0);
 
 /* Grows *items (of elem_size) so it can hold `need` entries. 0 or -1. */
 int maelys__executor_reserve(void** items, size_t* capacity, size_t elem_size,

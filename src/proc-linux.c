@@ -37,6 +37,10 @@
 
 #include <pthread.h>
 
+#if defined(MAELYS__TSAN_BUILD)
+#include <dlfcn.h>
+#endif
+
 #include "proc.h"
 
 #ifndef CLONE_PIDFD
@@ -298,6 +302,25 @@ CHILD_CODE static int child_main(void* arg) {
   return 127;
 }
 
+typedef int clone_fn_t(int (*fn)(void*), void* stack, int flags, void* arg,
+                       ...);
+
+/* glibc's clone(). ThreadSanitizer intercepts clone() and handles the child
+ * as a forked process, which a CLONE_VM child is not: run in the parent's
+ * memory, that handling marks the parent itself as a child after a
+ * multi-threaded fork (its next thread dies) and drops what it knew of the
+ * parent's synchronisation (false races). A ThreadSanitizer build calls the
+ * real clone() past the interceptor; the child's code is uninstrumented
+ * (CMakeLists.txt). */
+static clone_fn_t* libc_clone(void) {
+#if defined(MAELYS__TSAN_BUILD)
+  clone_fn_t* real = (clone_fn_t*)dlsym(RTLD_NEXT, "clone");
+  if (real != NULL)
+    return real;
+#endif
+  return clone;
+}
+
 int maelys__proc_spawn(const maelys__proc_spec_t* spec, maelys__proc_t* out,
                        char* error, size_t error_size) {
   out->pid = -1;
@@ -321,6 +344,7 @@ int maelys__proc_spawn(const maelys__proc_spec_t* spec, maelys__proc_t* out,
     return -ENOMEM;
   }
   child_ctx_t ctx = {spec, pipefd[1], getpid(), scratch};
+  clone_fn_t* clone_call = libc_clone();
 
   sigset_t all, old;
   sigfillset(&all);
@@ -329,15 +353,15 @@ int maelys__proc_spawn(const maelys__proc_spec_t* spec, maelys__proc_t* out,
   int ns_flags = (spec->new_pid_namespace ? CLONE_NEWPID : 0) |
                  (spec->new_user_namespace ? CLONE_NEWUSER : 0);
   pid_t pid =
-      clone(child_main, (char*)stack + CHILD_STACK_SIZE,
-            CLONE_VM | CLONE_VFORK | CLONE_PIDFD | ns_flags, &ctx, &pidfd);
+      clone_call(child_main, (char*)stack + CHILD_STACK_SIZE,
+                 CLONE_VM | CLONE_VFORK | CLONE_PIDFD | ns_flags, &ctx, &pidfd);
   if (pid < 0 && errno == EINVAL) {
     /* A kernel (or an emulator such as valgrind) without CLONE_PIDFD: open
      * the pidfd afterwards. The child cannot be reaped in between, because
      * its exit signal is 0 and nothing but this code waits for it. */
     pidfd = -1;
-    pid = clone(child_main, (char*)stack + CHILD_STACK_SIZE,
-                CLONE_VM | CLONE_VFORK | ns_flags, &ctx, NULL);
+    pid = clone_call(child_main, (char*)stack + CHILD_STACK_SIZE,
+                     CLONE_VM | CLONE_VFORK | ns_flags, &ctx, NULL);
   }
   int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);

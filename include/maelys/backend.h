@@ -378,7 +378,8 @@ MAELYS_EXECUTOR_API maelys_executor_result_t maelys_backend_fail(
 MAELYS_EXECUTOR_API char* maelys_backend_asprintf(const char* format, ...)
     MAELYS_BACKEND_PRINTF(1, 2);
 MAELYS_EXECUTOR_API char* maelys_backend_vasprintf(const char* format,
-                                                   va_list ap);
+                                                   va_list ap)
+    MAELYS_BACKEND_PRINTF(1, 0);
 
 /* Grows the array *items (of elem_size bytes each, *capacity entries) so that
  * it holds at least `need` entries: 0, or -1 when out of memory (the array is
