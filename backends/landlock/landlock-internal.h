@@ -81,6 +81,8 @@ typedef struct maelys__ll_node {
   /* Every ancestor is searchable and the object readable (and, for a
    * directory, searchable) by "other": an unrelated uid reaches it. */
   bool world_readable;
+  /* The object is writable by "other" and every ancestor searchable. */
+  bool world_writable;
   /* On a kernel interface filesystem (procfs, sysfs, cgroupfs, securityfs,
    * debugfs...), where a write is not a write to a file. */
   bool kernel_fs;

@@ -283,7 +283,7 @@ static maelys_executor_result_t grant_path(const maelys__ll_env_t* env,
     /* Invariant 20: as root the payload runs as an identity of its own,
      * which reaches a path only as "other" does; no idmapped mount can
      * make root's files its own without CAP_SYS_ADMIN. */
-    if (kind == GRANT_WRITE &&
+    if (kind == GRANT_WRITE && !node.world_writable &&
         !(env->identity_fixed && node.owner == env->identity_uid))
       return fail(
           out_error, MAELYS_EXECUTOR_ERR_DENIED,
@@ -291,7 +291,7 @@ static maelys_executor_result_t grant_path(const maelys__ll_env_t* env,
           "the payload as an identity of its own, and without idmapped "
           "mounts it cannot write what another uid owns; make the path "
           "owned by the request's identity (and set that identity), or run "
-          "as the workspace's owner",
+          "as the workspace's owner, not as root",
           what, path, (unsigned)node.owner);
     if (kind == GRANT_READ && !node.world_readable &&
         !(env->identity_fixed && node.owner == env->identity_uid))

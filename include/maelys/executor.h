@@ -641,6 +641,9 @@ maelys_executor_backend_name(const maelys_executor_t* executor, size_t index);
 /* The built-in backends (static storage). */
 MAELYS_EXECUTOR_API const maelys_backend_t* maelys_backend_posix(void);
 MAELYS_EXECUTOR_API const maelys_backend_t* maelys_backend_bubblewrap(void);
+/* Landlock and seccomp, without namespaces: for hosts where user namespaces
+ * are blocked (README, "Backends", says what it can and cannot express). */
+MAELYS_EXECUTOR_API const maelys_backend_t* maelys_backend_landlock(void);
 
 /* ------------------------------------------------------------- execution */
 

@@ -25,6 +25,7 @@ typedef struct entry {
   bool world;
   bool kernel_fs;
   const char* link;
+  bool world_writable;
 } entry_t;
 
 typedef struct fake {
@@ -35,7 +36,7 @@ typedef struct fake {
 } fake_t;
 
 static entry_t* fake_add(fake_t* f, const char* path, maelys__ll_kind_t kind) {
-  f->entries[f->count] = (entry_t){path, kind, 1000, true, false, NULL};
+  f->entries[f->count] = (entry_t){path, kind, 1000, true, false, NULL, false};
   return &f->entries[f->count++];
 }
 
@@ -52,6 +53,7 @@ static int fake_describe(void* ctx, const char* path, maelys__ll_node_t* out) {
     out->mode = e->world ? 0755 : 0700;
     out->world_readable = e->world;
     out->kernel_fs = e->kernel_fs;
+    out->world_writable = e->world_writable;
     if (e->link)
       snprintf(out->link, sizeof out->link, "%s", e->link);
     return 0;
@@ -300,6 +302,17 @@ static void test_root_identity_owned_write(void** state) {
   assert_int_equal(lower(t), MAELYS_EXECUTOR_OK);
 }
 
+/* As root, a world-writable directory is one the identity can write. */
+static void test_root_world_writable(void** state) {
+  fixture_t* t = *state;
+  t->env.host_root = true;
+  fake_add(&t->fake, "/shared", MAELYS__LL_DIRECTORY)->world_writable = true;
+  net(t, MAELYS_EXECUTOR_NETWORK_NONE);
+  rule(t, "/shared", MAELYS_EXECUTOR_ACCESS_WRITE,
+       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY);
+  assert_int_equal(lower(t), MAELYS_EXECUTOR_OK);
+}
+
 /* ABI 3..5 as root: no scopes, but the payload's identity is its own. */
 static void test_root_below_scope_abi(void** state) {
   fixture_t* t = *state;
@@ -538,6 +551,7 @@ int main(void) {
       T(test_deny_outside_grants),
       T(test_protect_create_outside_writable),
       T(test_root_identity_owned_write),
+      T(test_root_world_writable),
       T(test_root_below_scope_abi),
       T(test_refuse_deny_inside_tree),
       T(test_refuse_grant_inside_deny),

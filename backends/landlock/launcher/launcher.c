@@ -47,7 +47,12 @@
  *   launcher probe CHECK...
  *
  * As the payload of the backend's registration probes it performs checks
- * and prints "name=value" lines on stdout (see the probe in landlock.c).
+ * and prints "name=value" lines on stdout (see the probe in landlock.c):
+ * read|write|child-read LABEL PATH ("read.LABEL=ok" or "=errno:N"), inet,
+ * unix, socketpair, connect FD PORT (127.0.0.1), seccomp, nnp, userns,
+ * signal (to its parent), identity (uid and capabilities), tree (a
+ * double-forked descendant in a session of its own holds stdout; then
+ * "tree=ready" and it waits to be ended).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -1007,20 +1012,23 @@ static int probe(int argc, char** argv) {
   for (int i = 2; i < argc; i++) {
     const char* c = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : "";
+    const char* w = i + 2 < argc ? argv[i + 2] : "";
+    char name[64];
+    snprintf(name, sizeof name, "%s.%s", c, v);
     if (strcmp(c, "read") == 0) {
-      result("read", try_read(v));
-      i++;
+      result(name, try_read(w));
+      i += 2;
     } else if (strcmp(c, "write") == 0) {
-      result("write", try_write(v));
-      i++;
+      result(name, try_write(w));
+      i += 2;
     } else if (strcmp(c, "child-read") == 0) {
       pid_t p = fork();
       if (p == 0)
-        _exit(try_read(v));
+        _exit(try_read(w));
       int st = 0;
       waitpid(p, &st, 0);
-      result("child-read", WIFEXITED(st) ? WEXITSTATUS(st) : 255);
-      i++;
+      result(name, WIFEXITED(st) ? WEXITSTATUS(st) : 255);
+      i += 2;
     } else if (strcmp(c, "inet") == 0) {
       result("inet", try_socket(AF_INET, SOCK_STREAM));
     } else if (strcmp(c, "unix") == 0) {
