@@ -970,20 +970,29 @@ maelys_executor_plan_required_capabilities(const maelys_executor_plan_t* plan,
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                                  "plan is NULL");
   uint64_t need = plan->required;
+  /* A mount namespace is required by what only one can build: a bind to
+   * another path, a tmpfs, a procfs, a scratch root. A same-path bind, a
+   * symlink, a directory and /dev can also be what the host already holds,
+   * granted as it is (the Landlock backend checks and grants them exactly,
+   * or refuses the plan in prepare, naming the mount). */
   for (size_t i = 0; i < plan->mount_count; i++) {
-    need |= MAELYS_BACKEND_CAP_MOUNT_NAMESPACE;
-    switch (plan->mounts[i].kind) {
+    const maelys__mount_t* m = &plan->mounts[i];
+    switch (m->kind) {
     case MAELYS_EXECUTOR_MOUNT_RO_BIND:
-      need |= MAELYS_BACKEND_CAP_FILESYSTEM_READ;
-      break;
     case MAELYS_EXECUTOR_MOUNT_BIND:
-      need |= MAELYS_BACKEND_CAP_FILESYSTEM_WRITE;
+      need |= m->kind == MAELYS_EXECUTOR_MOUNT_BIND
+                  ? MAELYS_BACKEND_CAP_FILESYSTEM_WRITE
+                  : MAELYS_BACKEND_CAP_FILESYSTEM_READ;
+      if (strcmp(m->source, m->destination) != 0)
+        need |= MAELYS_BACKEND_CAP_MOUNT_NAMESPACE;
       break;
     case MAELYS_EXECUTOR_MOUNT_TMPFS:
-      need |= MAELYS_BACKEND_CAP_TMPFS_SIZE;
+      need |=
+          MAELYS_BACKEND_CAP_TMPFS_SIZE | MAELYS_BACKEND_CAP_MOUNT_NAMESPACE;
       break;
     case MAELYS_EXECUTOR_MOUNT_PROC:
-      need |= MAELYS_BACKEND_CAP_PID_NAMESPACE;
+      need |=
+          MAELYS_BACKEND_CAP_PID_NAMESPACE | MAELYS_BACKEND_CAP_MOUNT_NAMESPACE;
       break;
     default:
       break;
@@ -1023,8 +1032,10 @@ maelys_executor_plan_required_capabilities(const maelys_executor_plan_t* plan,
   case MAELYS_EXECUTOR_ROOT_HOST:
     break;
   case MAELYS_EXECUTOR_ROOT_READONLY:
-    need |=
-        MAELYS_BACKEND_CAP_ROOT_READONLY | MAELYS_BACKEND_CAP_MOUNT_NAMESPACE;
+    /* Nothing writable but what the plan grants: bubblewrap builds such a
+     * root from binds, Landlock leaves the host's unwritable (each backend
+     * states what its bit means). */
+    need |= MAELYS_BACKEND_CAP_ROOT_READONLY;
     break;
   case MAELYS_EXECUTOR_ROOT_EPHEMERAL_WRITE:
     need |= MAELYS_BACKEND_CAP_ROOT_EPHEMERAL_WRITE |

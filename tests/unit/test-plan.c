@@ -403,6 +403,44 @@ static void test_bad_inputs(void** state) {
   maelys_executor_plan_destroy(ext);
 }
 
+/* A mount namespace is required only by what must be built: a bind to
+ * another path, a tmpfs, a procfs, a scratch root. A read-only root of
+ * same-path binds, symlinks, directories and /dev is what a backend without
+ * namespaces (Landlock) grants exactly, or refuses in prepare. */
+static void test_required_capabilities_without_mounts(void** state) {
+  (void)state;
+  maelys_executor_plan_t* p = NULL;
+  uint64_t caps = 0;
+  assert_int_equal(maelys_executor_plan_create(&p, NULL), 0);
+  assert_int_equal(
+      maelys_executor_plan_set_root(p, MAELYS_EXECUTOR_ROOT_READONLY, 0, NULL),
+      0);
+  assert_int_equal(maelys_executor_plan_add_bind(p, "/usr", "/usr", 0,
+                                                 MAELYS_EXECUTOR_MISSING_FAIL,
+                                                 NULL),
+                   0);
+  assert_int_equal(maelys_executor_plan_add_symlink(p, "usr/bin", "/bin", NULL),
+                   0);
+  assert_int_equal(maelys_executor_plan_add_dir(p, "/tmp", NULL), 0);
+  assert_int_equal(maelys_executor_plan_add_dev(p, "/dev", NULL), 0);
+  assert_int_equal(
+      maelys_executor_plan_set_network(p, MAELYS_EXECUTOR_NETWORK_NONE, NULL),
+      0);
+  assert_int_equal(maelys_executor_plan_required_capabilities(p, &caps, NULL),
+                   0);
+  assert_int_equal(caps, MAELYS_BACKEND_CAP_ROOT_READONLY |
+                             MAELYS_BACKEND_CAP_FILESYSTEM_READ |
+                             MAELYS_BACKEND_CAP_NETWORK_NONE);
+  assert_int_equal(maelys_executor_plan_add_bind(p, "/srv/ws", "/work", 1,
+                                                 MAELYS_EXECUTOR_MISSING_FAIL,
+                                                 NULL),
+                   0);
+  assert_int_equal(maelys_executor_plan_required_capabilities(p, &caps, NULL),
+                   0);
+  assert_true(caps & MAELYS_BACKEND_CAP_MOUNT_NAMESPACE);
+  maelys_executor_plan_destroy(p);
+}
+
 static void test_required_capabilities(void** state) {
   (void)state;
   maelys_executor_plan_t* p = NULL;
@@ -667,6 +705,7 @@ int main(void) {
       cmocka_unit_test(test_setters_after_seal),
       cmocka_unit_test(test_bad_inputs),
       cmocka_unit_test(test_required_capabilities),
+      cmocka_unit_test(test_required_capabilities_without_mounts),
       cmocka_unit_test(test_json),
   };
   return cmocka_run_group_tests_name("plan", tests, NULL, NULL);
