@@ -2,7 +2,9 @@
  * The built-in profiles --ro and --rw, compiled into the binary: the minimal
  * runtime read-only, /proc, a minimal /dev, a private sized /tmp holding
  * HOME, no network unless asked, the workspace read-only or writable, and
- * the caller's extra reads and denials.
+ * the caller's extra reads and denials. For a backend without namespaces
+ * (landlock) the same without /proc, /tmp and HOME, which only a mount
+ * namespace can give.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -134,13 +136,16 @@ int warden_profile_plan(const warden_policy_t* policy,
   /* The minimal runtime (the library's list: executor.h). */
   if (r == MAELYS_EXECUTOR_OK)
     r = maelys_executor_plan_add_minimal_runtime(plan, &error);
-  if (r == MAELYS_EXECUTOR_OK)
+  /* Without namespaces nothing can be mounted: no procfs of the sandbox's
+   * own, no private /tmp holding HOME; the host's devices are granted one
+   * by one. */
+  if (r == MAELYS_EXECUTOR_OK && !policy->no_namespaces)
     r = maelys_executor_plan_add_proc(plan, "/proc", &error);
   if (r == MAELYS_EXECUTOR_OK)
     r = maelys_executor_plan_add_dev(plan, "/dev", &error);
-  if (r == MAELYS_EXECUTOR_OK)
+  if (r == MAELYS_EXECUTOR_OK && !policy->no_namespaces)
     r = maelys_executor_plan_add_tmpfs(plan, "/tmp", PROFILE_TMP_SIZE, &error);
-  if (r == MAELYS_EXECUTOR_OK)
+  if (r == MAELYS_EXECUTOR_OK && !policy->no_namespaces)
     r = maelys_executor_plan_add_dir(plan, WARDEN_HOME, &error);
   if (r == MAELYS_EXECUTOR_OK)
     r = maelys_executor_plan_add_rule(
@@ -206,9 +211,9 @@ int warden_profile_plan(const warden_policy_t* policy,
                                        &error);
   if (r == MAELYS_EXECUTOR_OK)
     r = maelys_executor_plan_set_process_tree_required(plan, 1, &error);
-  /* Ceilings by default: tasks always, memory where it was proved (where it
-   * was not, the run says "memory: unbounded" rather than refusing). */
-  if (r == MAELYS_EXECUTOR_OK)
+  /* Ceilings by default where they were proved (where one was not, the run
+   * says "unbounded" rather than refusing); asked for, always. */
+  if (r == MAELYS_EXECUTOR_OK && (policy->tasks || policy->tasks_proved))
     r = maelys_executor_plan_set_limit(
         plan, MAELYS_EXECUTOR_LIMIT_TASKS,
         policy->tasks ? policy->tasks : WARDEN_DEFAULT_TASKS, &error);

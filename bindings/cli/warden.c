@@ -20,7 +20,11 @@
 #define FORCE_BUDGET_MS 2000
 #define DRAIN_AFTER_EXIT_MS 2000
 
-static const char* const backend_order[] = {"bubblewrap", "posix", NULL};
+/* In order of strength: bubblewrap (namespaces, a root built from binds),
+ * then landlock (no namespace: where user namespaces are blocked), then
+ * posix, which confines nothing and is only used when asked for. */
+static const char* const backend_order[] = {"bubblewrap", "landlock", "posix",
+                                            NULL};
 
 /* ---------------------------------------------------------- diagnostics */
 
@@ -61,9 +65,11 @@ static void warn(const say_t* s, const char* fmt, ...) {
 
 /* ------------------------------------------------------------- backends */
 
-/* The helper shipped next to this binary (a build tree), else the library's
- * installed default. */
-static void backend_options(maelys_backend_options_t** out) {
+/* The program `option` names (the bubblewrap helper, the landlock
+ * launcher) when it is shipped next to this binary (a build tree), else the
+ * library's installed default. */
+static void backend_options(maelys_backend_options_t** out, const char* option,
+                            const char* program) {
   *out = NULL;
   if (maelys_backend_options_create(out, NULL) != MAELYS_EXECUTOR_OK)
     return;
@@ -72,20 +78,23 @@ static void backend_options(maelys_backend_options_t** out) {
   if (n <= 0)
     return;
   exe[n] = '\0';
-  char helper[PATH_MAX + 32];
-  snprintf(helper, sizeof helper, "%s/maelys-executor-helper", dirname(exe));
-  if (access(helper, X_OK) == 0)
-    maelys_backend_options_set(*out, "helper", helper, NULL);
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/%s", dirname(exe), program);
+  if (access(path, X_OK) == 0)
+    maelys_backend_options_set(*out, option, path, NULL);
 }
 
 static int register_backend(maelys_executor_t* ex, const char* name,
                             cli_error_t* err) {
-  const maelys_backend_t* b = strcmp(name, "bubblewrap") == 0
-                                  ? maelys_backend_bubblewrap()
-                                  : maelys_backend_posix();
+  const maelys_backend_t* b =
+      strcmp(name, "bubblewrap") == 0 ? maelys_backend_bubblewrap()
+      : strcmp(name, "landlock") == 0 ? maelys_backend_landlock()
+                                      : maelys_backend_posix();
   maelys_backend_options_t* opts = NULL;
   if (strcmp(name, "bubblewrap") == 0)
-    backend_options(&opts);
+    backend_options(&opts, "helper", "maelys-executor-helper");
+  else if (strcmp(name, "landlock") == 0)
+    backend_options(&opts, "launcher", "maelys-landlock-launcher");
   char* error = NULL;
   maelys_executor_result_t r =
       maelys_executor_register_backend(ex, b, opts, &error);
@@ -113,7 +122,8 @@ static int register_backends(maelys_executor_t* ex, const char* requested,
   if (requested != NULL) {
     if (!known_backend(requested))
       return cli_fail(err, "NOT_FOUND",
-                      "Use one of: bubblewrap, posix ('maelys-warden probe' "
+                      "Use one of: bubblewrap, landlock, posix ('maelys-warden "
+                      "probe' "
                       "lists them).",
                       "unknown backend '%s'", requested);
     return register_backend(ex, requested, err);
@@ -124,26 +134,28 @@ static int register_backends(maelys_executor_t* ex, const char* requested,
   return 0;
 }
 
-/* Whether any registered backend proved `capability`. */
-static bool some_backend_proved(maelys_executor_t* ex, uint64_t capability) {
-  for (size_t i = 0; i < maelys_executor_backend_count(ex); i++) {
-    uint64_t proved = 0;
-    maelys_executor_backend_capabilities(
-        ex, maelys_executor_backend_name(ex, i), &proved, NULL);
-    if (proved & capability)
-      return true;
-  }
-  return false;
-}
-
 /* The plan of this invocation, built once the backends are registered (a
  * built-in profile sets a memory ceiling where one was proved), and checked
  * against what no plan may make writable (invariant 18). */
 static int plan_for(const invocation_t* inv, maelys_executor_t* ex,
                     warden_policy_t* policy, maelys_executor_plan_t** plan,
                     char* receipts, cli_error_t* err) {
-  policy->memory_proved =
-      some_backend_proved(ex, MAELYS_BACKEND_CAP_LIMIT_MEMORY);
+  /* The built-in profile takes the shape of the backend that will run it:
+   * bubblewrap's where it confines, landlock's (nothing mounted) where it
+   * was asked for or bubblewrap cannot confine here and landlock can. */
+  const char* requested = cli_value(inv, "--backend");
+  uint64_t bw = 0, ll = 0;
+  maelys_executor_backend_capabilities(ex, "bubblewrap", &bw, NULL);
+  maelys_executor_backend_capabilities(ex, "landlock", &ll, NULL);
+  policy->no_namespaces = requested != NULL
+                              ? strcmp(requested, "landlock") == 0
+                              : !(bw & MAELYS_BACKEND_CAP_MOUNT_NAMESPACE) &&
+                                    (ll & MAELYS_BACKEND_CAP_FILESYSTEM_READ);
+  uint64_t shaped = policy->no_namespaces ? ll : bw;
+  if (requested != NULL && !policy->no_namespaces)
+    maelys_executor_backend_capabilities(ex, requested, &shaped, NULL);
+  policy->memory_proved = (shaped & MAELYS_BACKEND_CAP_LIMIT_MEMORY) != 0;
+  policy->tasks_proved = (shaped & MAELYS_BACKEND_CAP_LIMIT_TASKS) != 0;
   char state[PATH_MAX];
   const char* backend = cli_value(inv, "--backend");
   if (policy->policy_file != NULL
@@ -219,8 +231,9 @@ static int select_backend(maelys_executor_t* ex,
     uint64_t proved = 0;
     maelys_executor_backend_capabilities(ex, name, &proved, NULL);
     bool fits = (need & ~proved) == 0;
-    if (fits && host_root && strcmp(name, "bubblewrap") == 0)
-      fits = false; /* it builds the root from binds; a host root is posix's */
+    if (fits && host_root &&
+        (strcmp(name, "bubblewrap") == 0 || strcmp(name, "landlock") == 0))
+      fits = false; /* they confine the root; a host root is posix's */
     /* posix confines nothing: it is never chosen for the user. A plan that
      * requires nothing (say, one planted by an earlier run) would otherwise
      * run the next program unconfined, as its caller. */
@@ -263,6 +276,11 @@ static json_t* capability_names(uint64_t mask) {
 
 /* --------------------------------------------------------------- probe */
 
+/* Landlock's network none: no namespace, so the notes differ. */
+#define LANDLOCK_NETWORK_NONE_NOTE                                             \
+  "no socket of any family (socketpair stays), TCP bind and connect refused "  \
+  "by Landlock even on a socket handed in; the host's interfaces exist but "   \
+  "cannot be reached"
 #define NETWORK_NONE_NOTE                                                      \
   "no socket but AF_UNIX, no interface but loopback; a pathname unix socket "  \
   "inside a directory the plan binds stays connectable, so --allow-read "      \
@@ -298,8 +316,10 @@ int warden_probe(const invocation_t* inv) {
       off = strlen(text);
       if (proved & bit) {
         /* What network none does not cover, where it is promised. */
-        const char* note =
-            bit == MAELYS_BACKEND_CAP_NETWORK_NONE ? NETWORK_NONE_NOTE : NULL;
+        const char* note = bit != MAELYS_BACKEND_CAP_NETWORK_NONE ? NULL
+                           : strcmp(name, "landlock") == 0
+                               ? LANDLOCK_NETWORK_NONE_NOTE
+                               : NETWORK_NONE_NOTE;
         snprintf(text + off, sizeof text - off, "  + %s%s%s%s\n", cap,
                  note ? " (" : "", note ? note : "", note ? ")" : "");
         if (note != NULL)
@@ -632,13 +652,25 @@ int warden_run(const invocation_t* inv) {
         req, cli_flag(inv, "--raw-output") ? 1 : 0, &error);
   /* Ceilings that could not be enforced are said, not left out silently:
    * no backend here proved a memory ceiling, so none was set. */
-  if (r == MAELYS_EXECUTOR_OK &&
-      maelys_executor_plan_limit_get(plan, MAELYS_EXECUTOR_LIMIT_MEMORY,
-                                     NULL) != 0 &&
-      !policy.memory_proved) {
+  bool no_memory = maelys_executor_plan_limit_get(
+                       plan, MAELYS_EXECUTOR_LIMIT_MEMORY, NULL) != 0 &&
+                   !policy.memory_proved;
+  bool no_tasks = maelys_executor_plan_limit_get(
+                      plan, MAELYS_EXECUTOR_LIMIT_TASKS, NULL) != 0 &&
+                  !policy.tasks_proved && policy.plan_file == NULL &&
+                  policy.policy_file == NULL;
+  if (no_memory)
     trace(&say, "memory: unbounded (no writable cgroup)");
-    r = maelys_execution_request_set_receipt_context(
-        req, "{\"memory\": \"unbounded (no writable cgroup)\"}", &error);
+  if (no_tasks)
+    trace(&say, "tasks: unbounded (the backend proved no task ceiling)");
+  if (r == MAELYS_EXECUTOR_OK && (no_memory || no_tasks)) {
+    char context[160];
+    snprintf(context, sizeof context, "{%s%s%s}",
+             no_memory ? "\"memory\": \"unbounded (no writable cgroup)\"" : "",
+             no_memory && no_tasks ? ", " : "",
+             no_tasks ? "\"tasks\": \"unbounded (no task ceiling proved)\""
+                      : "");
+    r = maelys_execution_request_set_receipt_context(req, context, &error);
   }
   if (r != MAELYS_EXECUTOR_OK) {
     cli_fail(&err, error_code_for(r), NULL, "%s", error ? error : "");

@@ -14,9 +14,9 @@
 /* HOME inside the built-in profiles: a directory of the private /tmp. */
 #define WARDEN_HOME "/tmp/home"
 
-/* The built-in profiles' default sandbox-wide ceilings: tasks everywhere
- * (RLIMIT_NPROC in the sandbox's own user namespace is provable wherever
- * bubblewrap runs), memory where the backend proved a memory cgroup. */
+/* The built-in profiles' default sandbox-wide ceilings, each where the
+ * backend proved it: tasks (RLIMIT_NPROC in the sandbox's own user
+ * namespace, wherever bubblewrap runs), memory (a memory cgroup). */
 #define WARDEN_DEFAULT_TASKS 1024
 #define WARDEN_DEFAULT_MEMORY (UINT64_C(4) << 30)
 
@@ -39,6 +39,11 @@ typedef struct warden_policy {
   /* Ceilings and per-process limits (0: the profile's default, or none). */
   uint64_t tasks, memory, cpu_seconds, open_files, file_size;
   bool memory_proved; /* the backend proved limit_memory: default it */
+  bool tasks_proved;  /* the backend proved limit_tasks: default it */
+  /* The built-in profile for a backend without namespaces (landlock): no
+   * /proc, no private /tmp and HOME, nothing mounted (the host's root,
+   * readable only where the profile grants). */
+  bool no_namespaces;
 } warden_policy_t;
 
 /* policy-file.c: --policy. warden_policy_plan() reads the MIR file as an
