@@ -153,8 +153,10 @@ class Warden(WardenCase):
         # Text rendering of a failure.
         p = self.warden("run", "--frobnicate", check=1)
         self.assertIn(b"maelys-warden: [VALIDATION_FAILED]", p.stderr)
-        # A missing bwrap says what is missing.
-        p = self.warden("run", "--rw", *payload,
+        # A missing bwrap says what is missing (bubblewrap asked for: by
+        # default landlock would take the run over, tests/cli/
+        # test_landlock.py).
+        p = self.warden("run", "--backend", "bubblewrap", "--rw", *payload,
                         env=self.env(PATH="/nonexistent",
                                      MAELYS_CLI_FORMAT="json"))
         self.assertEqual(p.returncode, 1)
@@ -189,11 +191,15 @@ class Warden(WardenCase):
         p = self.warden("probe", "--format", "json", check=0)
         data = self.envelope(p.stdout)["data"]
         names = [b["name"] for b in data["backends"]]
-        self.assertEqual(names, ["bubblewrap", "posix"])
+        self.assertEqual(names, ["bubblewrap", "landlock", "posix"])
         bw = data["backends"][0]
         self.assertIn("network_none", bw["capabilities"])
         self.assertIn("network_mediated_fd4", bw["missing"])
-        posix = data["backends"][1]
+        ll = data["backends"][1]
+        self.assertIn("filesystem_read", ll["capabilities"])
+        self.assertIn("no namespace", ll["missing"]["mount_namespace"])
+        self.assertIn("Landlock", ll["notes"]["network_none"])
+        posix = data["backends"][2]
         self.assertEqual(posix["capabilities"], [])
         self.assertIn("unconfined", posix["missing"]["network_none"])
 
