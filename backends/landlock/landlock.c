@@ -560,12 +560,162 @@ static const char* const rlimit_names[] = {"",      "cpu",    "fsize",  "data",
                                            "stack", "core",   "nofile", "as",
                                            "nproc", "memlock"};
 
+/* The launcher's descriptors: the payload layout with 2 replaced by the
+ * status channel, then from the limit up the payload's real stderr, the
+ * lifeline, the ruleset, the environment and the filters. */
+typedef struct ll_layout {
+  int limit, stderr_fd, lifeline_fd, ruleset_fd, env_fd, first_filter_fd;
+  int filter_count;
+} ll_layout_t;
+
+/* A sealed memfd of `data` at the launcher's descriptor `child_fd`. */
+static maelys_executor_result_t add_memfd(maelys_backend_launch_t* launch,
+                                          const char* name, const void* data,
+                                          size_t len, int child_fd,
+                                          char** out_error) {
+  int fd = sealed_memfd(name, data, len);
+  if (fd < 0)
+    return maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                               "creating the %s memfd: %s", name,
+                               strerror(-fd));
+  return add_extra(launch, fd, child_fd, out_error);
+}
+
+/* Invariant 4: exactly the request's environment, NUL-separated. */
+static maelys_executor_result_t
+add_environment(const maelys_execution_request_t* request,
+                maelys_backend_launch_t* launch, int child_fd,
+                char** out_error) {
+  const char* const* envp = maelys_execution_request_environment(request);
+  size_t total = 0;
+  for (size_t i = 0; envp != NULL && envp[i] != NULL; i++)
+    total += strlen(envp[i]) + 1;
+  char* blob = malloc(total + 1);
+  if (blob == NULL)
+    return maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                               "out of memory");
+  size_t off = 0;
+  for (size_t i = 0; envp != NULL && envp[i] != NULL; i++) {
+    size_t n = strlen(envp[i]) + 1;
+    memcpy(blob + off, envp[i], n);
+    off += n;
+  }
+  maelys_executor_result_t r = add_memfd(launch, "maelys-landlock-env", blob,
+                                         total, child_fd, out_error);
+  free(blob);
+  return r;
+}
+
+/* Everything the launcher is handed: the ruleset, the environment, the
+ * filters and the descriptor map. */
+static maelys_executor_result_t
+install_fds(const ll_state_t* st, const maelys__ll_lowered_t* low,
+            const maelys_execution_request_t* request,
+            maelys_backend_launch_t* launch, ll_layout_t* l, char** out_error) {
+  int rs = build_ruleset(st->abi, low, out_error);
+  if (rs < 0)
+    return MAELYS_EXECUTOR_ERR_DENIED;
+  maelys_executor_result_t r = add_extra(launch, rs, l->ruleset_fd, out_error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = add_environment(request, launch, l->env_fd, out_error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = add_memfd(launch, "maelys-seccomp", st->bpf[low->deny_inet],
+                  st->bpf_len[low->deny_inet],
+                  l->first_filter_fd + l->filter_count++, out_error);
+  if (r == MAELYS_EXECUTOR_OK && low->deny_unix)
+    r = add_memfd(launch, "maelys-seccomp-unix", st->unix_bpf, st->unix_bpf_len,
+                  l->first_filter_fd + l->filter_count++, out_error);
+  for (int c = 0; c < l->limit && r == MAELYS_EXECUTOR_OK; c++) {
+    if (c == 2)
+      r = maelys_backend_launch_map_fd(launch, 2, MAELYS_BACKEND_FD_STATUS, 0,
+                                       out_error);
+    else if (maelys_backend_launch_payload_fd_present(launch, c))
+      r = maelys_backend_launch_map_fd(launch, c, MAELYS_BACKEND_FD_PAYLOAD, c,
+                                       out_error);
+  }
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_backend_launch_map_fd(launch, l->stderr_fd,
+                                     MAELYS_BACKEND_FD_PAYLOAD, 2, out_error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_backend_launch_map_fd(launch, l->lifeline_fd,
+                                     MAELYS_BACKEND_FD_LIFELINE, 0, out_error);
+  return r;
+}
+
+/* The launcher's command line (launcher/launcher.c says what each option
+ * does). */
+static void launcher_argv(const ll_state_t* st,
+                          const maelys_executor_plan_t* plan,
+                          const maelys_execution_request_t* request,
+                          const maelys_backend_launch_t* launch,
+                          const ll_layout_t* l, argv_builder_t* a) {
+  push(a, "maelys-landlock-launcher");
+  push(a, "launch");
+  push(a, "--lifeline-fd");
+  pushf(a, "%d", l->lifeline_fd);
+  push(a, "--stderr-fd");
+  pushf(a, "%d", l->stderr_fd);
+  push(a, "--limit");
+  pushf(a, "%d", l->limit);
+  for (int c = 3; c < l->limit; c++)
+    if (maelys_backend_launch_payload_fd_present(launch, c)) {
+      push(a, "--keep-fd");
+      pushf(a, "%d", c);
+    }
+  push(a, "--ruleset-fd");
+  pushf(a, "%d", l->ruleset_fd);
+  push(a, "--env-fd");
+  pushf(a, "%d", l->env_fd);
+  for (int i = 0; i < l->filter_count; i++) {
+    push(a, "--seccomp-fd");
+    pushf(a, "%d", l->first_filter_fd + i);
+  }
+  if (st->cgroup_dir != NULL) {
+    push(a, "--cgroup");
+    push(a, st->cgroup_dir);
+  }
+  uint32_t uid = 0, gid = 0;
+  if (st->host_root) {
+    if (maelys_execution_request_identity(request, &uid, &gid) == 0) {
+      push(a, "--identity");
+      pushf(a, "%u:%u", uid, gid);
+    } else {
+      push(a, "--identity-range");
+      pushf(a, "%llu:%llu", st->identity_first, st->identity_count);
+    }
+    push(a, "--identity-lock");
+    pushf(a, "%s/" IDENTITY_LOCK_FILE, st->staging_dir);
+  }
+  for (int i = MAELYS_EXECUTOR_RLIMIT_CPU; i <= MAELYS_EXECUTOR_RLIMIT_MEMLOCK;
+       i++) {
+    uint64_t soft, hard;
+    if (maelys_executor_plan_rlimit_get(plan, (maelys_executor_rlimit_t)i,
+                                        &soft, &hard) != 0)
+      continue;
+    push(a, "--rlimit");
+    char sbuf[24], hbuf[24];
+    snprintf(sbuf, sizeof sbuf, "%llu", (unsigned long long)soft);
+    snprintf(hbuf, sizeof hbuf, "%llu", (unsigned long long)hard);
+    pushf(a, "%s:%s:%s", rlimit_names[i],
+          soft == MAELYS_EXECUTOR_RLIMIT_INFINITY ? "inf" : sbuf,
+          hard == MAELYS_EXECUTOR_RLIMIT_INFINITY ? "inf" : hbuf);
+  }
+  push(a, "--exec");
+  push(a, maelys_execution_request_executable(request));
+  push(a, "--");
+  const char* const* argv = maelys_execution_request_argv(request);
+  if (argv == NULL)
+    push(a, maelys_execution_request_executable(request));
+  for (size_t i = 0; argv != NULL && argv[i] != NULL; i++)
+    push(a, argv[i]);
+}
+
 static maelys_executor_result_t
 ll_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
            const maelys_execution_request_t* request,
            maelys_backend_launch_t* launch, char** out_error) {
   ll_state_t* st = state;
-  (void)proved;
+  (void)proved; /* the lowering depends on the ABI, not on the mask */
   const char* why = unusable(st);
   if (why != NULL)
     return maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_NOT_FOUND, "%s",
@@ -586,147 +736,15 @@ ll_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
   maelys_executor_result_t r = maelys__ll_lower(plan, &env, &low, out_error);
   if (r != MAELYS_EXECUTOR_OK)
     return r;
-
+  const int limit = maelys_backend_launch_payload_fd_limit(launch);
+  ll_layout_t l = {limit, limit, limit + 1, limit + 2, limit + 3, limit + 4, 0};
   argv_builder_t a;
   memset(&a, 0, sizeof a);
-  char* envblob = NULL;
-  int fd;
-  /* The launcher's descriptors: the payload layout with 2 replaced by the
-   * status channel, then from the limit up the payload's real stderr, the
-   * lifeline, the ruleset, the environment and the filters. */
-  const int limit = maelys_backend_launch_payload_fd_limit(launch);
-  const int stderr_fd = limit, lifeline_fd = limit + 1, ruleset_fd = limit + 2,
-            env_fd = limit + 3, first_filter_fd = limit + 4;
-  int rs = build_ruleset(st->abi, &low, out_error);
-  if (rs < 0) {
-    r = MAELYS_EXECUTOR_ERR_DENIED;
-    goto out;
-  }
-  if ((r = add_extra(launch, rs, ruleset_fd, out_error)) != MAELYS_EXECUTOR_OK)
-    goto out;
-
-  /* Invariant 4: exactly the request's environment, NUL-separated. */
-  const char* const* envp = maelys_execution_request_environment(request);
-  size_t total = 0;
-  for (size_t i = 0; envp != NULL && envp[i] != NULL; i++)
-    total += strlen(envp[i]) + 1;
-  envblob = malloc(total + 1);
-  if (envblob == NULL) {
-    r = maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
-                            "out of memory");
-    goto out;
-  }
-  size_t off = 0;
-  for (size_t i = 0; envp != NULL && envp[i] != NULL; i++) {
-    size_t n = strlen(envp[i]) + 1;
-    memcpy(envblob + off, envp[i], n);
-    off += n;
-  }
-  fd = sealed_memfd("maelys-landlock-env", envblob, total);
-  if (fd < 0 ||
-      (r = add_extra(launch, fd, env_fd, out_error)) != MAELYS_EXECUTOR_OK) {
-    if (fd < 0)
-      r = maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
-                              "creating the environment memfd: %s",
-                              strerror(-fd));
-    goto out;
-  }
-  int filter_count = 0;
-  fd = sealed_memfd("maelys-seccomp", st->bpf[low.deny_inet],
-                    st->bpf_len[low.deny_inet]);
-  if (fd < 0 || (r = add_extra(launch, fd, first_filter_fd + filter_count++,
-                               out_error)) != MAELYS_EXECUTOR_OK) {
-    if (fd < 0)
-      r = maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
-                              "creating the seccomp memfd: %s", strerror(-fd));
-    goto out;
-  }
-  if (low.deny_unix) {
-    fd = sealed_memfd("maelys-seccomp-unix", st->unix_bpf, st->unix_bpf_len);
-    if (fd < 0 || (r = add_extra(launch, fd, first_filter_fd + filter_count++,
-                                 out_error)) != MAELYS_EXECUTOR_OK) {
-      if (fd < 0)
-        r = maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
-                                "creating the seccomp memfd: %s",
-                                strerror(-fd));
-      goto out;
-    }
-  }
-  for (int c = 0; c < limit && r == MAELYS_EXECUTOR_OK; c++) {
-    if (c == 2)
-      r = maelys_backend_launch_map_fd(launch, 2, MAELYS_BACKEND_FD_STATUS, 0,
-                                       out_error);
-    else if (maelys_backend_launch_payload_fd_present(launch, c))
-      r = maelys_backend_launch_map_fd(launch, c, MAELYS_BACKEND_FD_PAYLOAD, c,
-                                       out_error);
-  }
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_backend_launch_map_fd(launch, stderr_fd,
-                                     MAELYS_BACKEND_FD_PAYLOAD, 2, out_error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_backend_launch_map_fd(launch, lifeline_fd,
-                                     MAELYS_BACKEND_FD_LIFELINE, 0, out_error);
+  int fd = -1;
+  r = install_fds(st, &low, request, launch, &l, out_error);
   if (r != MAELYS_EXECUTOR_OK)
     goto out;
-
-  push(&a, "maelys-landlock-launcher");
-  push(&a, "launch");
-  push(&a, "--lifeline-fd");
-  pushf(&a, "%d", lifeline_fd);
-  push(&a, "--stderr-fd");
-  pushf(&a, "%d", stderr_fd);
-  push(&a, "--limit");
-  pushf(&a, "%d", limit);
-  for (int c = 3; c < limit; c++)
-    if (maelys_backend_launch_payload_fd_present(launch, c)) {
-      push(&a, "--keep-fd");
-      pushf(&a, "%d", c);
-    }
-  push(&a, "--ruleset-fd");
-  pushf(&a, "%d", ruleset_fd);
-  push(&a, "--env-fd");
-  pushf(&a, "%d", env_fd);
-  for (int i = 0; i < filter_count; i++) {
-    push(&a, "--seccomp-fd");
-    pushf(&a, "%d", first_filter_fd + i);
-  }
-  if (st->cgroup_dir != NULL) {
-    push(&a, "--cgroup");
-    push(&a, st->cgroup_dir);
-  }
-  if (st->host_root) {
-    if (fixed) {
-      push(&a, "--identity");
-      pushf(&a, "%u:%u", fixed_uid, fixed_gid);
-    } else {
-      push(&a, "--identity-range");
-      pushf(&a, "%llu:%llu", st->identity_first, st->identity_count);
-    }
-    push(&a, "--identity-lock");
-    pushf(&a, "%s/" IDENTITY_LOCK_FILE, st->staging_dir);
-  }
-  for (int i = MAELYS_EXECUTOR_RLIMIT_CPU; i <= MAELYS_EXECUTOR_RLIMIT_MEMLOCK;
-       i++) {
-    uint64_t soft, hard;
-    if (maelys_executor_plan_rlimit_get(plan, (maelys_executor_rlimit_t)i,
-                                        &soft, &hard) != 0)
-      continue;
-    push(&a, "--rlimit");
-    char sbuf[24], hbuf[24];
-    snprintf(sbuf, sizeof sbuf, "%llu", (unsigned long long)soft);
-    snprintf(hbuf, sizeof hbuf, "%llu", (unsigned long long)hard);
-    pushf(&a, "%s:%s:%s", rlimit_names[i],
-          soft == MAELYS_EXECUTOR_RLIMIT_INFINITY ? "inf" : sbuf,
-          hard == MAELYS_EXECUTOR_RLIMIT_INFINITY ? "inf" : hbuf);
-  }
-  push(&a, "--exec");
-  push(&a, maelys_execution_request_executable(request));
-  push(&a, "--");
-  const char* const* argv = maelys_execution_request_argv(request);
-  if (argv == NULL)
-    push(&a, maelys_execution_request_executable(request));
-  for (size_t i = 0; argv != NULL && argv[i] != NULL; i++)
-    push(&a, argv[i]);
+  launcher_argv(st, plan, request, launch, &l, &a);
   if (a.oom) {
     r = maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
                             "out of memory");
@@ -752,7 +770,6 @@ ll_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
                                   MAELYS_BACKEND_LAUNCH_NO_RLIMITS |
                                       MAELYS_BACKEND_LAUNCH_STATUS_CHANNEL);
 out:
-  free(envblob);
   argv_dispose(&a);
   maelys__ll_lowered_dispose(&low);
   return r;
@@ -1120,12 +1137,17 @@ static void never(maelys_backend_probe_t* probe) {
     maelys_backend_probe_missing(probe, rows[i].cap, rows[i].why);
 }
 
-static maelys_executor_result_t
-ll_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
-  ll_state_t* st = state;
+/* What registration checks before any probe run: the launcher, the ABI,
+ * the filters, the staging directory, the cgroup. true when registration
+ * ends here (*result says how; every capability refused, with why, or an
+ * error). */
+static bool probe_preflight(ll_state_t* st, maelys_backend_probe_t* probe,
+                            maelys_executor_result_t* result,
+                            char** out_error) {
+  *result = MAELYS_EXECUTOR_OK;
   if (unusable(st) != NULL) {
     refuse_all(probe, unusable(st));
-    return MAELYS_EXECUTOR_OK;
+    return true;
   }
   if (st->abi < 0) {
     char* why = maelys_backend_asprintf(
@@ -1134,7 +1156,7 @@ ll_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
         strerror(-st->abi));
     refuse_all(probe, why);
     free(why);
-    return MAELYS_EXECUTOR_OK;
+    return true;
   }
   /* The lowering's own refusals (ABI too old for this host) hold for every
    * plan: say so once, for every capability. */
@@ -1149,17 +1171,19 @@ ll_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
               "outcome (invariant 19)");
     refuse_all(probe, why);
     free(why);
-    return MAELYS_EXECUTOR_OK;
+    return true;
   }
   for (int i = 0; i < 2; i++)
     if (maelys__seccomp_baseline_build(i == 1, &st->bpf[i], &st->bpf_len[i],
                                        out_error) != 0)
-      return MAELYS_EXECUTOR_ERR_UNSUPPORTED;
+      return (*result = MAELYS_EXECUTOR_ERR_UNSUPPORTED), true;
   int rc = build_unix_filter(&st->unix_bpf, &st->unix_bpf_len);
-  if (rc != 0)
-    return maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
-                               "building the AF_UNIX seccomp filter: %s",
-                               strerror(-rc));
+  if (rc != 0) {
+    *result = maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
+                                  "building the AF_UNIX seccomp filter: %s",
+                                  strerror(-rc));
+    return true;
+  }
   if (st->host_root && mkdir(st->staging_dir, 0755) != 0 && errno != EEXIST) {
     char* why = maelys_backend_asprintf(
         "the staging directory '%s' cannot be created (%s): as uid 0 the "
@@ -1167,17 +1191,24 @@ ll_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
         st->staging_dir, strerror(errno));
     refuse_all(probe, why);
     free(why);
-    return MAELYS_EXECUTOR_OK;
+    return true;
   }
   free(st->cgroup_dir);
   free(st->cgroup_missing);
   st->cgroup_dir = find_cgroup(st, &st->cgroup_missing);
 
+  return false;
+}
+
+/* The two probe runs (see ll_probe), into runs[2]: NULL, or why run A
+ * produced no report. */
+static char* run_probes(ll_state_t* st, maelys_backend_probe_run_t runs[2]) {
+  memset(runs, 0, 2 * sizeof *runs);
   probe_dirs_t dirs;
   memset(&dirs, 0, sizeof dirs);
   int listener = -1, client = -1;
   unsigned port = 0;
-  rc = make_probe_dirs(st, &dirs);
+  int rc = make_probe_dirs(st, &dirs);
   if (rc == 0)
     rc = tcp_pair(&listener, &client, &port);
   if (rc != 0) {
@@ -1186,8 +1217,7 @@ ll_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
       close(listener);
     if (client >= 0)
       close(client);
-    return maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
-                               "preparing the probe: %s", strerror(-rc));
+    return maelys_backend_asprintf("preparing the probe: %s", strerror(-rc));
   }
   char portbuf[16];
   snprintf(portbuf, sizeof portbuf, "%u", port);
@@ -1222,8 +1252,6 @@ ll_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
                           "tree",
                           NULL};
   const char* argv_b[] = {"maelys-landlock-launcher", "probe", "tree", NULL};
-  maelys_backend_probe_run_t runs[2];
-  memset(runs, 0, sizeof runs);
   char* failure = NULL;
   maelys_executor_plan_t* plans[2] = {probe_plan(st, &dirs, true),
                                       probe_plan(st, &dirs, false)};
@@ -1268,7 +1296,7 @@ ll_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
     st->cgroup_dir = NULL;
     for (int i = 0; i < 2; i++)
       maelys_backend_probe_run_dispose(&runs[i]);
-    memset(runs, 0, sizeof runs);
+    memset(runs, 0, 2 * sizeof *runs);
   }
   for (int i = 0; i < 2; i++)
     maelys_executor_plan_destroy(plans[i]);
@@ -1278,14 +1306,13 @@ ll_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
 
   if (failure == NULL && !runs[0].marker_seen)
     failure = run_failure(&runs[0]);
-  if (failure != NULL) {
-    refuse_all(probe, failure);
-    free(failure);
-    for (int i = 0; i < 2; i++)
-      maelys_backend_probe_run_dispose(&runs[i]);
-    return MAELYS_EXECUTOR_OK;
-  }
+  return failure;
+}
 
+/* The capabilities run A and run B proved, and why the others are
+ * missing. */
+static void probe_verdicts(const ll_state_t* st, maelys_backend_probe_t* probe,
+                           const maelys_backend_probe_run_t runs[2]) {
   const char* out = runs[0].output;
   uint64_t proved = 0;
   bool seccomp = has_line(out, "seccomp=2") && has_line(out, "nnp=1");
@@ -1353,9 +1380,27 @@ ll_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
           tree_why);
   free(tree_why);
   never(probe);
+  maelys_backend_probe_prove(probe, proved);
+}
+
+/* Registration: the preflight, two real probe runs on the SDK's private
+ * loop (run A: every check, then the host's lifeline dropped; run B: a
+ * forced stop), and one verdict per capability. */
+static maelys_executor_result_t
+ll_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
+  ll_state_t* st = state;
+  maelys_executor_result_t result;
+  if (probe_preflight(st, probe, &result, out_error))
+    return result;
+  maelys_backend_probe_run_t runs[2];
+  char* failure = run_probes(st, runs);
+  if (failure != NULL)
+    refuse_all(probe, failure);
+  else
+    probe_verdicts(st, probe, runs);
+  free(failure);
   for (int i = 0; i < 2; i++)
     maelys_backend_probe_run_dispose(&runs[i]);
-  maelys_backend_probe_prove(probe, proved);
   return MAELYS_EXECUTOR_OK;
 }
 

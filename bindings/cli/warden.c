@@ -594,6 +594,33 @@ static const char* error_code_for(maelys_executor_result_t r) {
   }
 }
 
+/* Ceilings that could not be enforced are said, not left out silently: no
+ * backend here proved a memory ceiling (or, for the built-in profile, a task
+ * ceiling), so none was set. In the trace and in the receipt's context. */
+static maelys_executor_result_t
+say_unbounded(const warden_policy_t* policy, const maelys_executor_plan_t* plan,
+              maelys_execution_request_t* req, const say_t* say, char** error) {
+  bool no_memory = maelys_executor_plan_limit_get(
+                       plan, MAELYS_EXECUTOR_LIMIT_MEMORY, NULL) != 0 &&
+                   !policy->memory_proved;
+  bool no_tasks = maelys_executor_plan_limit_get(
+                      plan, MAELYS_EXECUTOR_LIMIT_TASKS, NULL) != 0 &&
+                  !policy->tasks_proved && policy->plan_file == NULL &&
+                  policy->policy_file == NULL;
+  if (no_memory)
+    trace(say, "memory: unbounded (no writable cgroup)");
+  if (no_tasks)
+    trace(say, "tasks: unbounded (the backend proved no task ceiling)");
+  if (!no_memory && !no_tasks)
+    return MAELYS_EXECUTOR_OK;
+  char context[160];
+  snprintf(context, sizeof context, "{%s%s%s}",
+           no_memory ? "\"memory\": \"unbounded (no writable cgroup)\"" : "",
+           no_memory && no_tasks ? ", " : "",
+           no_tasks ? "\"tasks\": \"unbounded (no task ceiling proved)\"" : "");
+  return maelys_execution_request_set_receipt_context(req, context, error);
+}
+
 int warden_run(const invocation_t* inv) {
   cli_error_t err = {0};
   err.command = "run";
@@ -650,28 +677,8 @@ int warden_run(const invocation_t* inv) {
   if (r == MAELYS_EXECUTOR_OK)
     r = maelys_execution_request_set_terminal_raw(
         req, cli_flag(inv, "--raw-output") ? 1 : 0, &error);
-  /* Ceilings that could not be enforced are said, not left out silently:
-   * no backend here proved a memory ceiling, so none was set. */
-  bool no_memory = maelys_executor_plan_limit_get(
-                       plan, MAELYS_EXECUTOR_LIMIT_MEMORY, NULL) != 0 &&
-                   !policy.memory_proved;
-  bool no_tasks = maelys_executor_plan_limit_get(
-                      plan, MAELYS_EXECUTOR_LIMIT_TASKS, NULL) != 0 &&
-                  !policy.tasks_proved && policy.plan_file == NULL &&
-                  policy.policy_file == NULL;
-  if (no_memory)
-    trace(&say, "memory: unbounded (no writable cgroup)");
-  if (no_tasks)
-    trace(&say, "tasks: unbounded (the backend proved no task ceiling)");
-  if (r == MAELYS_EXECUTOR_OK && (no_memory || no_tasks)) {
-    char context[160];
-    snprintf(context, sizeof context, "{%s%s%s}",
-             no_memory ? "\"memory\": \"unbounded (no writable cgroup)\"" : "",
-             no_memory && no_tasks ? ", " : "",
-             no_tasks ? "\"tasks\": \"unbounded (no task ceiling proved)\""
-                      : "");
-    r = maelys_execution_request_set_receipt_context(req, context, &error);
-  }
+  if (r == MAELYS_EXECUTOR_OK)
+    r = say_unbounded(&policy, plan, req, &say, &error);
   if (r != MAELYS_EXECUTOR_OK) {
     cli_fail(&err, error_code_for(r), NULL, "%s", error ? error : "");
     goto fail;
