@@ -89,8 +89,10 @@ typedef struct ll_state {
   unsigned long long identity_first, identity_count;
   unsigned char* bpf[2]; /* the baseline: [0] network allowed, [1] denied */
   size_t bpf_len[2];
-  unsigned char* unix_bpf; /* AF_UNIX sockets denied */
-  size_t unix_bpf_len;
+  /* This backend's own filter: [0] metadata changes by path, [1] the same
+   * and AF_UNIX sockets (network NONE). */
+  unsigned char* extra_bpf[2];
+  size_t extra_bpf_len[2];
 } ll_state_t;
 
 /* ------------------------------------------------------------- resolver */
@@ -291,7 +293,8 @@ static void ll_destroy(void* ptr) {
   free(st->staging_dir);
   free(st->bpf[0]);
   free(st->bpf[1]);
-  free(st->unix_bpf);
+  free(st->extra_bpf[0]);
+  free(st->extra_bpf[1]);
   free(st);
 }
 
@@ -392,20 +395,50 @@ static const char* unusable(const ll_state_t* st) {
 
 /* ------------------------------------------------------------- seccomp */
 
-/* Network NONE without a network namespace: AF_UNIX sockets are denied as
- * well, since Landlock (up to ABI 7) does not mediate connect() to a
- * pathname socket, and the user's docker.sock or session bus would answer.
- * socketpair() stays: it reaches nothing outside. A second filter, stacked
- * on the shared baseline (the kernel applies the strictest answer). */
-static int build_unix_filter(unsigned char** out, size_t* out_len) {
+/* Calls that change a file's metadata (mode, owner, extended attributes,
+ * times) by path. Landlock (up to ABI 7) mediates none of them, and without
+ * a read-only mount below every path the payload could chmod, chown or
+ * retime any file this user owns anywhere -- make ~/.bashrc world-writable,
+ * for one. Their descriptor forms (fchmod, fchown, fsetxattr, futimens) stay:
+ * they need a file opened for reading or writing, which Landlock mediates
+ * (an O_PATH descriptor does not do). The *at forms are denied whatever
+ * their flags, since AT_EMPTY_PATH makes them work on an O_PATH
+ * descriptor. */
+static const char* const metadata_calls[] = {
+    "chmod",        "fchmodat", "chown",     "lchown",
+    "fchownat",     "setxattr", "lsetxattr", "removexattr",
+    "lremovexattr", "utime",    "utimes",    "futimesat"};
+#define SYS_FCHMODAT2 452 /* Linux 6.6; newer than Debian 12's libseccomp */
+
+/* This backend's filter, stacked on the shared baseline (the kernel applies
+ * the strictest answer): metadata changes by path refused, and with
+ * deny_unix (network NONE without a network namespace) AF_UNIX sockets too,
+ * since Landlock (up to ABI 7) does not mediate connect() to a pathname
+ * socket, and the user's docker.sock or session bus would answer;
+ * socketpair() stays: it reaches nothing outside. */
+static int build_extra_filter(bool deny_unix, unsigned char** out,
+                              size_t* out_len) {
   *out = NULL;
   *out_len = 0;
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   int rc = ctx == NULL ? -ENOMEM : 0;
+  for (size_t i = 0;
+       rc == 0 && i < sizeof metadata_calls / sizeof metadata_calls[0]; i++) {
+    int nr = seccomp_syscall_resolve_name(metadata_calls[i]);
+    if (nr != __NR_SCMP_ERROR)
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+  }
   if (rc == 0)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SYS_FCHMODAT2, 0);
+  /* utimensat(fd, NULL, ...) is futimens(): only a path is refused. */
+  if (rc == 0)
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(utimensat), 1,
+                          SCMP_A1_64(SCMP_CMP_NE, 0));
+  if (rc == 0 && deny_unix)
     rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
                           SCMP_A0_32(SCMP_CMP_EQ, AF_UNIX));
-  int memfd = rc == 0 ? memfd_create("maelys-seccomp-unix", MFD_CLOEXEC) : -1;
+  int memfd =
+      rc == 0 ? memfd_create("maelys-seccomp-landlock", MFD_CLOEXEC) : -1;
   if (rc == 0 && memfd < 0)
     rc = -errno;
   if (rc == 0)
@@ -622,8 +655,10 @@ install_fds(const ll_state_t* st, const maelys__ll_lowered_t* low,
     r = add_memfd(launch, "maelys-seccomp", st->bpf[low->deny_inet],
                   st->bpf_len[low->deny_inet],
                   l->first_filter_fd + l->filter_count++, out_error);
-  if (r == MAELYS_EXECUTOR_OK && low->deny_unix)
-    r = add_memfd(launch, "maelys-seccomp-unix", st->unix_bpf, st->unix_bpf_len,
+  if (r == MAELYS_EXECUTOR_OK)
+    r = add_memfd(launch, "maelys-seccomp-landlock",
+                  st->extra_bpf[low->deny_unix],
+                  st->extra_bpf_len[low->deny_unix],
                   l->first_filter_fd + l->filter_count++, out_error);
   for (int c = 0; c < l->limit && r == MAELYS_EXECUTOR_OK; c++) {
     if (c == 2)
@@ -1177,10 +1212,12 @@ static bool probe_preflight(ll_state_t* st, maelys_backend_probe_t* probe,
     if (maelys__seccomp_baseline_build(i == 1, &st->bpf[i], &st->bpf_len[i],
                                        out_error) != 0)
       return (*result = MAELYS_EXECUTOR_ERR_UNSUPPORTED), true;
-  int rc = build_unix_filter(&st->unix_bpf, &st->unix_bpf_len);
+  int rc = 0;
+  for (int i = 0; i < 2 && rc == 0; i++)
+    rc = build_extra_filter(i == 1, &st->extra_bpf[i], &st->extra_bpf_len[i]);
   if (rc != 0) {
     *result = maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
-                                  "building the AF_UNIX seccomp filter: %s",
+                                  "building the landlock seccomp filter: %s",
                                   strerror(-rc));
     return true;
   }
@@ -1247,6 +1284,9 @@ static char* run_probes(ll_state_t* st, maelys_backend_probe_run_t runs[2]) {
                           "denied",
                           dirs.root_new,
                           "child-read",
+                          "denied",
+                          dirs.secret,
+                          "chmod",
                           "denied",
                           dirs.secret,
                           "tree",
@@ -1330,9 +1370,10 @@ static void probe_verdicts(const ll_state_t* st, maelys_backend_probe_t* probe,
           "creating a file outside the grants did not fail with EACCES in the "
           "probe payload");
   verdict(probe, &proved, MAELYS_BACKEND_CAP_FILESYSTEM_WRITE,
-          has_line(out, "write.granted=ok") && write_denied,
-          "writing into a granted directory failed, or writing outside the "
-          "grants succeeded, in the probe payload");
+          has_line(out, "write.granted=ok") && write_denied &&
+              has_line(out, "chmod.denied=errno:1"),
+          "writing into a granted directory failed, or writing (or a chmod) "
+          "outside the grants succeeded, in the probe payload");
   /* Network NONE: every socket family refused by seccomp (AF_UNIX too,
    * socketpair kept), and a TCP socket handed in refused by Landlock. */
   verdict(probe, &proved, MAELYS_BACKEND_CAP_NETWORK_NONE,

@@ -48,7 +48,8 @@
  *
  * As the payload of the backend's registration probes it performs checks
  * and prints "name=value" lines on stdout (see the probe in landlock.c):
- * read|write|child-read LABEL PATH ("read.LABEL=ok" or "=errno:N"), inet,
+ * read|write|chmod|child-read LABEL PATH ("read.LABEL=ok" or "=errno:N"),
+ * inet,
  * unix, socketpair, connect FD PORT (127.0.0.1), seccomp, nnp, userns,
  * signal (to its parent), identity (uid and capabilities), tree (a
  * double-forked descendant in a session of its own holds stdout; then
@@ -1020,6 +1021,9 @@ static int probe(int argc, char** argv) {
       i += 2;
     } else if (strcmp(c, "write") == 0) {
       result(name, try_write(w));
+      i += 2;
+    } else if (strcmp(c, "chmod") == 0) {
+      result(name, chmod(w, 0600) == 0 ? 0 : errno);
       i += 2;
     } else if (strcmp(c, "child-read") == 0) {
       pid_t p = fork();
