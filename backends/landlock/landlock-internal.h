@@ -125,10 +125,10 @@ typedef struct maelys__ll_lowered {
   uint64_t handled_fs, handled_net, scoped;
   maelys__ll_rule_t* rules;
   size_t rule_count, rule_capacity;
-  /* Seccomp: the baseline's denial of every socket family but AF_UNIX, and
-   * this backend's denial of AF_UNIX sockets as well (network NONE: with no
-   * network namespace, a pathname socket such as docker.sock or the session
-   * bus would otherwise be reachable with the user's rights). */
+  /* Seccomp: the baseline's denial of every socket family but AF_UNIX
+   * (network NONE), and this backend's denial of AF_UNIX sockets (always:
+   * with the host's root, a pathname socket such as docker.sock or the
+   * session bus would otherwise be reachable with the user's rights). */
   bool deny_inet;
   bool deny_unix;
 } maelys__ll_lowered_t;

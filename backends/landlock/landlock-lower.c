@@ -520,15 +520,21 @@ maelys_executor_result_t maelys__ll_lower(const maelys_executor_plan_t* plan,
    * host (whose payload has an identity of its own) gets here. */
   if (env->abi >= MAELYS__LL_SCOPE_ABI)
     out->scoped |= MAELYS__LL_SCOPE_SIGNAL;
+  /* AF_UNIX sockets are refused whatever the network mode: Landlock (up to
+   * ABI 7) does not mediate connect() to a pathname socket, and with the
+   * host's root every socket of the host -- docker.sock, the session bus,
+   * an ssh agent -- would be reachable outside the plan's grants, which a
+   * bubblewrap sandbox only reaches when a bind brings it in. socketpair()
+   * and unix sockets handed in stay. */
+  out->deny_unix = true;
   maelys_executor_network_t net = maelys_executor_plan_network(plan);
   if (net == MAELYS_EXECUTOR_NETWORK_NONE ||
       net == MAELYS_EXECUTOR_NETWORK_EXTERNAL_CHANNEL) {
-    /* TCP bind and connect handled with no port allowed; every socket
-     * family denied by seccomp (socketpair() stays); abstract unix sockets
-     * scoped to the domain as a second wall. */
+    /* TCP bind and connect handled with no port allowed; every other socket
+     * family denied by seccomp; abstract unix sockets scoped to the domain
+     * as a second wall. */
     out->handled_net = MAELYS__LL_NET_BIND_TCP | MAELYS__LL_NET_CONNECT_TCP;
     out->deny_inet = true;
-    out->deny_unix = true;
     if (env->abi >= MAELYS__LL_SCOPE_ABI)
       out->scoped |= MAELYS__LL_SCOPE_ABSTRACT_UNIX;
   }

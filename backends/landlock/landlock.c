@@ -90,7 +90,7 @@ typedef struct ll_state {
   unsigned char* bpf[2]; /* the baseline: [0] network allowed, [1] denied */
   size_t bpf_len[2];
   /* This backend's own filter: [0] metadata changes by path, [1] the same
-   * and AF_UNIX sockets (network NONE). */
+   * and AF_UNIX sockets (what the lowering asks for, always so far). */
   unsigned char* extra_bpf[2];
   size_t extra_bpf_len[2];
 } ll_state_t;
@@ -412,10 +412,10 @@ static const char* const metadata_calls[] = {
 
 /* This backend's filter, stacked on the shared baseline (the kernel applies
  * the strictest answer): metadata changes by path refused, and with
- * deny_unix (network NONE without a network namespace) AF_UNIX sockets too,
- * since Landlock (up to ABI 7) does not mediate connect() to a pathname
- * socket, and the user's docker.sock or session bus would answer;
- * socketpair() stays: it reaches nothing outside. */
+ * deny_unix AF_UNIX sockets too, since Landlock (up to ABI 7) does not
+ * mediate connect() to a pathname socket, and the user's docker.sock or
+ * session bus would answer; socketpair() stays: it reaches nothing
+ * outside. */
 static int build_extra_filter(bool deny_unix, unsigned char** out,
                               size_t* out_len) {
   *out = NULL;

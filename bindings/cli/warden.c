@@ -278,9 +278,9 @@ static json_t* capability_names(uint64_t mask) {
 
 /* Landlock's network none: no namespace, so the notes differ. */
 #define LANDLOCK_NETWORK_NONE_NOTE                                             \
-  "no socket of any family (socketpair stays), TCP bind and connect refused "  \
-  "by Landlock even on a socket handed in; the host's interfaces exist but "   \
-  "cannot be reached"
+  "no socket of any family (socketpair stays; AF_UNIX is refused in every "    \
+  "network mode), TCP bind and connect refused by Landlock even on a socket "  \
+  "handed in; the host's interfaces exist but cannot be reached"
 #define NETWORK_NONE_NOTE                                                      \
   "no socket but AF_UNIX, no interface but loopback; a pathname unix socket "  \
   "inside a directory the plan binds stays connectable, so --allow-read "      \

@@ -197,11 +197,11 @@ static void test_read_and_write_rules(void** state) {
   assert_int_equal(r->access, maelys__ll_write_rights(7, true));
   assert_true(r->access & MAELYS__LL_FS_REFER);
   assert_true(r->access & MAELYS__LL_FS_TRUNCATE);
-  /* INHERIT: no network rules, no socket denial, no abstract scope; signals
-   * are always scoped. */
+  /* INHERIT: no network rules, no denial of other socket families, no
+   * abstract scope; AF_UNIX sockets are refused and signals scoped always. */
   assert_int_equal(t->out.handled_net, 0);
   assert_false(t->out.deny_inet);
-  assert_false(t->out.deny_unix);
+  assert_true(t->out.deny_unix);
   assert_int_equal(t->out.scoped, MAELYS__LL_SCOPE_SIGNAL);
 }
 
