@@ -134,16 +134,12 @@ static int register_backends(maelys_executor_t* ex, const char* requested,
   return 0;
 }
 
-/* The plan of this invocation, built once the backends are registered (a
- * built-in profile sets a memory ceiling where one was proved), and checked
- * against what no plan may make writable (invariant 18). */
-static int plan_for(const invocation_t* inv, maelys_executor_t* ex,
-                    warden_policy_t* policy, maelys_executor_plan_t** plan,
-                    char* receipts, cli_error_t* err) {
-  /* The built-in profile takes the shape of the backend that will run it:
-   * bubblewrap's where it confines, landlock's (nothing mounted) where it
-   * was asked for or bubblewrap cannot confine here and landlock can. */
-  const char* requested = cli_value(inv, "--backend");
+/* The built-in profile takes the shape of the backend that will run it:
+ * bubblewrap's where it confines, landlock's (nothing mounted) where it was
+ * asked for or bubblewrap cannot confine here and landlock can; its default
+ * ceilings are those that backend proved. */
+static void shape_profile(maelys_executor_t* ex, const char* requested,
+                          warden_policy_t* policy) {
   uint64_t bw = 0, ll = 0;
   maelys_executor_backend_capabilities(ex, "bubblewrap", &bw, NULL);
   maelys_executor_backend_capabilities(ex, "landlock", &ll, NULL);
@@ -156,6 +152,15 @@ static int plan_for(const invocation_t* inv, maelys_executor_t* ex,
     maelys_executor_backend_capabilities(ex, requested, &shaped, NULL);
   policy->memory_proved = (shaped & MAELYS_BACKEND_CAP_LIMIT_MEMORY) != 0;
   policy->tasks_proved = (shaped & MAELYS_BACKEND_CAP_LIMIT_TASKS) != 0;
+}
+
+/* The plan of this invocation, built once the backends are registered (a
+ * built-in profile sets a memory ceiling where one was proved), and checked
+ * against what no plan may make writable (invariant 18). */
+static int plan_for(const invocation_t* inv, maelys_executor_t* ex,
+                    warden_policy_t* policy, maelys_executor_plan_t** plan,
+                    char* receipts, cli_error_t* err) {
+  shape_profile(ex, cli_value(inv, "--backend"), policy);
   char state[PATH_MAX];
   const char* backend = cli_value(inv, "--backend");
   if (policy->policy_file != NULL
@@ -286,6 +291,42 @@ static json_t* capability_names(uint64_t mask) {
   "inside a directory the plan binds stays connectable, so --allow-read "      \
   "refuses directories that hold one within two levels"
 
+/* Which backend would serve each built-in profile here, with the working
+ * directory as the workspace, or why none would (into the text too). */
+static json_t* profiles_served(maelys_executor_t* ex, char* text, size_t size) {
+  json_t* out = json_object();
+  static const char* const names[] = {"ro", "rw"};
+  for (int i = 0; i < 2; i++) {
+    warden_policy_t policy;
+    memset(&policy, 0, sizeof policy);
+    policy.writable = i == 1;
+    cli_error_t perr = {0};
+    maelys_executor_plan_t* plan = NULL;
+    struct stat st;
+    const char* backend = NULL;
+    int failed = warden_workspace_path(NULL, policy.workspace, &st, &perr);
+    if (failed == 0) {
+      shape_profile(ex, NULL, &policy);
+      failed = warden_profile_plan(&policy, &plan, &perr) != 0 ||
+               select_backend(ex, plan, NULL, &backend, &perr) != 0;
+    }
+    maelys_executor_plan_destroy(plan);
+    size_t off = strlen(text);
+    if (failed) {
+      json_object_set_new(
+          out, names[i],
+          json_pack("{s:n, s:s}", "backend", "refused", perr.message));
+      snprintf(text + off, size - off, "profile --%s: refused: %s\n", names[i],
+               perr.message);
+    } else {
+      json_object_set_new(out, names[i],
+                          json_pack("{s:s}", "backend", backend));
+      snprintf(text + off, size - off, "profile --%s: %s\n", names[i], backend);
+    }
+  }
+  return out;
+}
+
 int warden_probe(const invocation_t* inv) {
   uv_loop_t loop;
   uv_loop_init(&loop);
@@ -342,6 +383,7 @@ int warden_probe(const invocation_t* inv) {
                                     "diagnostic", diag ? diag : ""));
     maelys_executor_string_free(diag);
   }
+  json_t* profiles = profiles_served(ex, text, sizeof text);
   maelys_executor_destroy(ex, NULL);
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
@@ -349,8 +391,8 @@ int warden_probe(const invocation_t* inv) {
   size_t off = strlen(text);
   snprintf(text + off, sizeof text - off, "receipt signing key %s\n",
            key ? key : err.message);
-  json_t* data = json_pack("{s:o, s:s?}", "backends", backends,
-                           "receipt_signing_key", key);
+  json_t* data = json_pack("{s:o, s:o, s:s?}", "backends", backends, "profiles",
+                           profiles, "receipt_signing_key", key);
   free(key);
   return cli_emit_success(inv, data, text);
 }

@@ -37,6 +37,7 @@ class Landlock(WardenCase):
     def landlock_proved(self):
         p = self.blocked("probe", "--format", "json", check=0)
         data = self.envelope(p.stdout)["data"]
+        self.profiles = data["profiles"]
         return {b["name"]: b for b in data["backends"]}
 
     def setUp(self):
@@ -85,6 +86,14 @@ class Landlock(WardenCase):
         for cap in ("filesystem_read", "filesystem_write", "network_none",
                     "root_readonly", "seccomp", "disable_userns"):
             self.assertIn(cap, self.ll["capabilities"])
+        # Which backend serves which built-in profile (the tree needs a
+        # cgroup this user can write).
+        ro = self.profiles["ro"]
+        if self.tree:
+            self.assertEqual(ro["backend"], "landlock", ro)
+        else:
+            self.assertIsNone(ro["backend"], ro)
+            self.assertIn("process_tree", ro["refused"])
 
     def test_default_ro_confines_on_landlock(self):
         if not self.tree:
