@@ -214,8 +214,9 @@ static const option_def_t o_pass_env = {
     .repeatable = true};
 static const option_def_t o_backend = {
     .name = "--backend",
-    .summary = "The backend that enforces the plan (default: the strongest "
-               "whose proved capabilities cover it).",
+    .summary = "The backend that enforces the plan: bubblewrap, landlock "
+               "or posix (default: the strongest whose proved capabilities "
+               "cover it; posix only when asked for).",
     .arg_name = "NAME",
     .kind = KIND_STRING,
     .pattern = "^[a-z0-9-]+$"};
@@ -416,8 +417,9 @@ static const command_def_t cmd_probe = {
     .id = "probe",
     .word = "probe",
     .usage = "probe [--state-dir DIR]",
-    .purpose = "Probe every backend: its proved capabilities, and why each "
-               "missing one is missing.",
+    .purpose = "Probe every backend: its proved capabilities, why each "
+               "missing one is missing, and which backend serves each "
+               "built-in profile here.",
     .effect = "read",
     .output_mode = "json-envelope",
     .options = probe_options,
