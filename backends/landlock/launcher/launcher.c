@@ -691,8 +691,12 @@ static void supervise(const args_t* a, pid_t launcher, cgroup_t* cg_in,
   prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   close(a->lifeline_fd);
   int launcher_fd = high((int)syscall(SYS_pidfd_open, launcher, 0), a->limit);
-  if (launcher_fd < 0 || getppid() != launcher)
-    _exit(125); /* the launcher is already gone: nothing was started */
+  if (launcher_fd < 0 || getppid() != launcher) {
+    /* The launcher is already gone: nothing was started; its cgroup goes
+     * too. */
+    cgroup_remove(cg_in);
+    _exit(125);
+  }
   sigset_t mask;
   sigemptyset(&mask);
   for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
