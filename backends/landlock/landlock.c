@@ -992,6 +992,25 @@ static int own_cgroup_dir(char* out, size_t size) {
   return rc;
 }
 
+/* Removes the execution cgroups below `dir` that a launcher killed with
+ * its supervisor left behind (invariant 22: nothing stays): rmdir fails on
+ * a cgroup that still holds a process, so only empty ones go, and only
+ * those a minute old, never one a launch just made for its payload. */
+static void sweep_cgroups(const char* dir) {
+  DIR* d = opendir(dir);
+  if (d == NULL)
+    return;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    struct stat st;
+    if (strncmp(e->d_name, "maelys-landlock-", 16) == 0 &&
+        fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISDIR(st.st_mode) && time(NULL) - st.st_mtime > 60)
+      unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+  }
+  closedir(d);
+}
+
 /* The parent of the execution cgroups, or NULL with *why: a cgroup v2
  * directory where this process may create a child, move its own children
  * into it (cgroup.procs of the common ancestor) and end it (cgroup.kill). */
@@ -1035,6 +1054,7 @@ static char* find_cgroup(const ll_state_t* st, char** why) {
   }
   bool killable = access(kill_file, W_OK) == 0;
   rmdir(test);
+  sweep_cgroups(dir);
   if (!killable) {
     *why = maelys_backend_asprintf(
         "the cgroups below '%s' have no cgroup.kill (Linux 5.14)", dir);

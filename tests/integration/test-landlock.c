@@ -11,6 +11,7 @@
  * backend that cannot confine here a failure instead of a skip.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -375,6 +376,42 @@ static void promise_sigterm(harness_t* h, const char* backend,
   maelys_executor_plan_destroy(plan);
 }
 
+/* Whether a cgroup of the landlock launcher `pid` is still there, below
+ * this process's cgroup v2 directory (the backend's default parent). */
+static bool landlock_cgroup_left(int pid) {
+  char rel[1024] = "", point[1024] = "", line[4096];
+  FILE* f = fopen("/proc/self/cgroup", "re");
+  while (f != NULL && fgets(line, sizeof line, f) != NULL)
+    if (strncmp(line, "0::", 3) == 0)
+      sscanf(line + 3, "%1023s", rel);
+  if (f != NULL)
+    fclose(f);
+  f = fopen("/proc/self/mountinfo", "re");
+  while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+    char root[1024], mnt[1024];
+    const char* dash = strstr(line, " - ");
+    if (dash != NULL && strncmp(dash + 3, "cgroup2 ", 8) == 0 &&
+        sscanf(line, "%*s %*s %*s %1023s %1023s", root, mnt) == 2 &&
+        strcmp(root, "/") == 0)
+      snprintf(point, sizeof point, "%s", mnt);
+  }
+  if (f != NULL)
+    fclose(f);
+  if (point[0] == '\0' || rel[0] != '/')
+    return false;
+  char dir[2100], prefix[64];
+  snprintf(dir, sizeof dir, "%s%s", point, strcmp(rel, "/") ? rel : "");
+  snprintf(prefix, sizeof prefix, "maelys-landlock-%d-", pid);
+  DIR* d = opendir(dir);
+  bool found = false;
+  struct dirent* e;
+  while (d != NULL && !found && (e = readdir(d)) != NULL)
+    found = strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+  if (d != NULL)
+    closedir(d);
+  return found;
+}
+
 /* Invariant 22: the host process dies (nothing is stopped, nothing is
  * released) while a double-forked daemon runs; nothing survives it. */
 static void promise_no_survivors(harness_t* h, const char* backend,
@@ -397,14 +434,15 @@ static void promise_no_survivors(harness_t* h, const char* backend,
     maelys_execution_request_t* req =
         request_fixture(backend, ARGS("daemon", marker));
     collected_t out;
-    start_ready(&c, plan, req, &out);
-    if (write(ready[1], "r", 1) != 1)
+    maelys_execution_t* e = start_ready(&c, plan, req, &out);
+    int launcher = maelys_execution_pid(e);
+    if (write(ready[1], &launcher, sizeof launcher) != sizeof launcher)
       _exit(3);
     _exit(0); /* the host dies with everything still running */
   }
   close(ready[1]);
-  char c = 0;
-  assert_int_equal(read(ready[0], &c, 1), 1);
+  int launcher = 0;
+  assert_int_equal(read(ready[0], &launcher, sizeof launcher), sizeof launcher);
   close(ready[0]);
   int status = 0;
   waitpid(host, &status, 0);
@@ -416,6 +454,16 @@ static void promise_no_survivors(harness_t* h, const char* backend,
                marked_pids(marker, NULL, 0));
     struct timespec pause = {0, 10 * 1000 * 1000};
     nanosleep(&pause, NULL);
+  }
+  /* Nothing stays on disk either: the execution's cgroup is removed. */
+  if (strcmp(backend, "landlock") == 0) {
+    t0 = harness_now_ms();
+    while (landlock_cgroup_left(launcher)) {
+      if (harness_now_ms() - t0 > 3000)
+        fail_msg("the cgroup of launcher %d outlived its host", launcher);
+      struct timespec pause = {0, 10 * 1000 * 1000};
+      nanosleep(&pause, NULL);
+    }
   }
   (void)h;
 }

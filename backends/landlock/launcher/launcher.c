@@ -437,9 +437,10 @@ static int cgroup_create(const char* parent, cgroup_t* cg) {
   unsigned char rnd[8];
   if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
     return -EIO;
+  /* Named after the launcher, so that a test can tell its own. */
   snprintf(cg->name, sizeof cg->name,
-           "maelys-landlock-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
-           rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+           "maelys-landlock-%d-%02x%02x%02x%02x%02x%02x%02x%02x", (int)getpid(),
+           rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
   if (mkdirat(cg->parent_fd, cg->name, 0755) != 0)
     return -errno;
   cg->dir_fd = openat(cg->parent_fd, cg->name,
@@ -501,12 +502,25 @@ static void cgroup_signal(const cgroup_t* cg, int sig) {
   fclose(f);
 }
 
+/* Removes the (emptied) cgroup. A task that has exited still counts for
+ * rmdir until its parent reaped it, and cgroup.events says "populated 0"
+ * before that: an orphan whose parent was killed in the same instant is
+ * reparented to this subreaper a moment later. So rmdir is retried (EBUSY),
+ * reaping whatever came here, for up to a second. */
 static void cgroup_remove(cgroup_t* cg) {
   if (cg->dir_fd >= 0)
     close(cg->dir_fd);
   cg->dir_fd = -1;
   if (cg->parent_fd >= 0) {
-    unlinkat(cg->parent_fd, cg->name, AT_REMOVEDIR);
+    for (int i = 0; i < 200; i++) {
+      if (unlinkat(cg->parent_fd, cg->name, AT_REMOVEDIR) == 0 ||
+          errno != EBUSY)
+        break;
+      while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+      struct timespec pause = {0, 5000000};
+      nanosleep(&pause, NULL);
+    }
     close(cg->parent_fd);
   }
   cg->parent_fd = -1;
@@ -830,6 +844,10 @@ static int launch(int argc, char** argv) {
    * descriptors through /proc or ptrace. */
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  /* The status channel's reader is the host: once it is gone, a report
+   * must fail with EPIPE, not kill the supervisor before it has ended the
+   * tree and removed the cgroup (the payload gets SIGPIPE back). */
+  signal(SIGPIPE, SIG_IGN);
 
   filter_t filters[MAX_FILTERS];
   for (size_t i = 0; i < a.seccomp_count; i++) {
