@@ -889,9 +889,15 @@ static void sweep_probe_dirs(const char* parent) {
       close(dir);
       continue;
     }
+    /* Its lock is free; or it has none yet (its registration died between
+     * mkdtemp and the lock) and the registration's pid, in its name, is
+     * gone; or it is a minute old. */
     int lock = openat(dir, ".lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    long owner = strtol(e->d_name + strlen(prefix), NULL, 10);
     bool stale = lock >= 0 ? flock(lock, LOCK_EX | LOCK_NB) == 0
-                           : time(NULL) - st.st_mtime > 60;
+                           : time(NULL) - st.st_mtime > 60 ||
+                                 (owner > 0 && kill((pid_t)owner, 0) != 0 &&
+                                  errno == ESRCH);
     if (lock >= 0)
       close(lock);
     if (!stale) {
@@ -911,15 +917,23 @@ static int make_probe_dirs(const bwrap_state_t* st, probe_dirs_t* d) {
   sweep_probe_dirs(parent);
   char prefix[64];
   probe_prefix(prefix, sizeof prefix);
-  snprintf(d->root, sizeof d->root, "%s/%sXXXXXX", parent, prefix);
+  snprintf(d->root, sizeof d->root, "%s/%s%d-XXXXXX", parent, prefix,
+           (int)getpid());
   if (mkdtemp(d->root) == NULL) {
     d->root[0] = '\0';
     return -errno;
   }
-  char lock[PATH_MAX + 8];
+  /* The lock file gets its name only once it is locked: a concurrent
+   * registration's sweep that opened a just-created ".lock" before this one
+   * locked it took the directory for a dead registration's and removed it
+   * under this one ("creating the probe directories: ENOENT" in parallel
+   * test runs). Without a ".lock" a fresh directory is not stale. */
+  char lock[PATH_MAX + 8], fresh[PATH_MAX + 16];
   snprintf(lock, sizeof lock, "%s/.lock", d->root);
-  d->lock_fd = open(lock, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX) != 0)
+  snprintf(fresh, sizeof fresh, "%s/.lock.new", d->root);
+  d->lock_fd = open(fresh, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX) != 0 ||
+      rename(fresh, lock) != 0)
     return -errno;
   snprintf(d->rw, sizeof d->rw, "%s/rw", d->root);
   snprintf(d->ro, sizeof d->ro, "%s/ro", d->root);
