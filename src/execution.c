@@ -782,7 +782,8 @@ static void on_proc(uv_poll_t* poll, int status, int events) {
 /* ---------------------------------------------------------------- spawn */
 
 typedef struct layout {
-  maelys__proc_fd_t fds[8 + 64]; /* payload descriptors */
+  maelys__proc_fd_t
+      fds[MAELYS_BACKEND_PAYLOAD_FD_MAX]; /* payload descriptors */
   size_t count;
   int limit;
   int close_after[16]; /* child ends, closed after spawn */
@@ -949,7 +950,11 @@ build_layout(maelys_execution_t* e, const maelys_execution_request_t* r,
   }
   }
   for (size_t i = 0; i < r->channel_count; i++)
-    add_payload_fd(l, r->channels[i].child_fd, r->channels[i].host_fd);
+    if (add_payload_fd(l, r->channels[i].child_fd, r->channels[i].host_fd) != 0)
+      return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
+                                   "the payload layout has no room for the "
+                                   "channel at child fd %d",
+                                   r->channels[i].child_fd);
   if (l->limit < 3)
     l->limit = 3;
   return MAELYS_EXECUTOR_OK;

@@ -336,6 +336,14 @@ maelys_execution_request_add_channel(maelys_execution_request_t* request,
                                   "child descriptor %d already has a channel",
                                   child_fd);
   }
+  /* The payload's descriptor layout has room for this many: one more is
+   * refused here rather than dropped at spawn. */
+  if (r == MAELYS_EXECUTOR_OK &&
+      request->channel_count >= MAELYS_EXECUTOR_MAX_CHANNELS)
+    r = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
+                              "channel at child fd %d: a request carries at "
+                              "most %d channels",
+                              child_fd, MAELYS_EXECUTOR_MAX_CHANNELS);
   if (r == MAELYS_EXECUTOR_OK &&
       maelys__executor_reserve(
           (void**)&request->channels, &request->channel_capacity,

@@ -283,6 +283,10 @@ MAELYS_EXECUTOR_API maelys_executor_result_t maelys_backend_launch_map_fd(
 MAELYS_EXECUTOR_API maelys_executor_result_t maelys_backend_launch_add_fd(
     maelys_backend_launch_t* launch, int* fd, int* out_index, char** out_error);
 
+/* The most descriptors a payload layout has: 0-2, the protocol descriptor
+ * and MAELYS_EXECUTOR_MAX_CHANNELS channels (ABI 3). */
+#define MAELYS_BACKEND_PAYLOAD_FD_MAX (4 + MAELYS_EXECUTOR_MAX_CHANNELS)
+
 /* The highest payload descriptor plus one (3 for CAPTURED, more with a
  * protocol fd and channels): extra descriptors go at or above it. */
 MAELYS_EXECUTOR_API int

@@ -534,8 +534,12 @@ MAELYS_EXECUTOR_API maelys_executor_result_t
 maelys_execution_request_set_receipt_dir(maelys_execution_request_t* request,
                                          const char* path, char** out_error);
 
+/* The most channels a request carries. */
+#define MAELYS_EXECUTOR_MAX_CHANNELS 64
+
 /* Installs *host_fd (consumed; set to -1) at `child_fd` (>= 4). The plan must
- * authorise that child descriptor with maelys_executor_plan_add_channel. */
+ * authorise that child descriptor with maelys_executor_plan_add_channel. At
+ * most MAELYS_EXECUTOR_MAX_CHANNELS: one more is refused, never dropped. */
 MAELYS_EXECUTOR_API maelys_executor_result_t
 maelys_execution_request_add_channel(maelys_execution_request_t* request,
                                      int child_fd, int* host_fd,
