@@ -1,0 +1,161 @@
+/*
+ * The execution handle's private parts, shared by the files that implement
+ * it (execution.c: the handle, its callbacks, streams and release;
+ * execution-spawn.c; execution-status.c: the status channel;
+ * execution-stop.c: the stop forms and their escalation; execution-reap.c:
+ * the exit watch, finishing, receipts and background reapers).
+ */
+#ifndef MAELYS_EXECUTION_INTERNAL_H
+#define MAELYS_EXECUTION_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/resource.h>
+
+#include "cgroup.h"
+#include "internal.h"
+#include "proc.h"
+#include "tty-relay.h"
+
+typedef struct waiter {
+  maelys_execution_wait_cb cb;
+  void* data;
+  struct waiter* next;
+} waiter_t;
+
+typedef struct stopper {
+  maelys_execution_stop_cb cb;
+  void* data;
+  bool done;
+  maelys_execution_stop_result_t result;
+  struct stopper* next;
+} stopper_t;
+
+typedef struct stream {
+  struct maelys_execution* owner;
+  bool present;
+  bool opened;
+  bool taken;
+  bool closing;
+  int fd;
+  uv_pipe_t pipe;
+} stream_t;
+
+enum stop_phase { STOP_IDLE, STOP_GRACEFUL, STOP_FORCED, STOP_CONTAINMENT };
+
+struct maelys_execution {
+  maelys_executor_t* executor;
+  const maelys__backend_entry_t* backend;
+  const maelys_executor_plan_t* plan;
+  char id[33];
+  char* executable;
+  char** argv;
+  char* receipt_dir;
+  uint64_t grace_ms, force_ms;
+  unsigned launch_flags;
+
+  maelys__proc_t proc;
+  bool main_reaped;
+  /* The host's end of the lifeline (see MAELYS_BACKEND_FD_LIFELINE), kept
+   * until the launched image is reaped, or -1. */
+  int lifeline_fd;
+  maelys__cgroup_t cgroup; /* the execution's memory cgroup, if any */
+  int64_t memory_peak;     /* bytes, -1 when unknown */
+  bool identity_set;
+  uint32_t identity_uid, identity_gid;
+  int wait_status;
+  struct rusage usage;
+  maelys__proc_t root;
+  bool ready;
+  bool pending_graceful;
+
+  int status_fd;
+  bool status_eof;
+  char line[1024];
+  size_t line_len;
+  bool line_overflow;
+  char* diag; /* allocated at the first diagnostic line: most executions
+               * never have one, and 1000 of them must stay small */
+  size_t diag_len;
+  bool have_exit;
+  int exit_code, term_signal;
+  maelys_backend_event_t* launch_failed; /* allocated when one is reported */
+
+  stream_t streams[4];
+  /* The host's terminals a confined payload writes to, through relays
+   * (invariant 21): [0] its stdout, [1] its stderr. */
+  maelys__tty_relay_t* terminals[2];
+
+  bool finished;
+  maelys_execution_status_t status;
+  char status_step[32];
+  char* status_message;
+
+  enum stop_phase stop_phase;
+  bool stop_graceful_only;
+  bool stop_requested;
+  bool stop_result_set;
+  maelys_execution_stop_result_t stop_result;
+
+  waiter_t* waiters;
+  stopper_t* stoppers;
+
+  uv_poll_t proc_poll;
+  uv_poll_t status_poll;
+  uv_timer_t stop_timer;
+  uv_timer_t drain_timer;
+  uv_timer_t dispatch_timer;
+  bool status_poll_init;
+  int open_handles;
+  bool closing;
+  bool released;
+  bool orphaned;
+  struct maelys_execution* orphan_next;
+
+  int64_t started_real_ns, ended_real_ns;
+  uint64_t started_mono_ns, ended_mono_ns;
+
+  char* receipt_json;
+  char* receipt_path;
+  uv_work_t receipt_work;
+  int receipt_errno;
+  bool receipt_pending;
+  /* Receipt evidence, copied at spawn (receipt-evidence.c). */
+  char* receipt_chain;
+  char* receipt_context;
+  bool receipt_signing;
+  unsigned char receipt_key[64];
+};
+
+/* ------------------------------------------------ shared between the files */
+
+/* execution.c */
+int64_t maelys__exec_realtime_ns(void);
+void maelys__exec_free_vector(char** v);
+/* The launched image is gone: closes the lifeline, reads the memory peak and
+ * removes the execution's cgroup. */
+void maelys__exec_release_launch(maelys_execution_t* e);
+/* Starts closing every handle; memory goes with the last close callback. */
+void maelys__exec_begin_close(maelys_execution_t* e);
+/* Delivers completed stops and, once finished, the waits, from a zero
+ * timer (never from inside the caller's call). */
+void maelys__exec_arm_dispatch(maelys_execution_t* e);
+
+/* execution-stop.c */
+bool maelys__exec_wrapped(const maelys_execution_t* e);
+void maelys__exec_signal_tree(maelys_execution_t* e);
+void maelys__exec_complete_stoppers(maelys_execution_t* e,
+                                    maelys_execution_stop_result_t result);
+
+/* execution-status.c */
+bool maelys__exec_read_status(maelys_execution_t* e);
+bool maelys__exec_drained(const maelys_execution_t* e);
+void maelys__exec_on_status(uv_poll_t* poll, int status, int events);
+void maelys__exec_on_terminal_done(maelys__tty_relay_t* relay, void* data);
+
+/* execution-reap.c */
+void maelys__exec_finish(maelys_execution_t* e);
+void maelys__exec_on_proc(uv_poll_t* poll, int status, int events);
+
+#endif /* MAELYS_EXECUTION_INTERNAL_H */

@@ -1,0 +1,758 @@
+/*
+ * Spawn: every check that can refuse before anything starts, the payload's
+ * descriptor layout, the backend's launch description, the status channel,
+ * the lifeline and the cgroup, then one clone() and the loop handles.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "execution-internal.h"
+
+/* ---------------------------------------------------------------- spawn */
+
+static char** copy_vector(char* const* v) {
+  size_t n = 0;
+  while (v[n] != NULL)
+    n++;
+  char** out = calloc(n + 1, sizeof *out);
+  if (out == NULL)
+    return NULL;
+  for (size_t i = 0; i < n; i++)
+    if ((out[i] = maelys__executor_strdup(v[i])) == NULL) {
+      maelys__exec_free_vector(out);
+      return NULL;
+    }
+  return out;
+}
+
+typedef struct layout {
+  maelys__proc_fd_t
+      fds[MAELYS_BACKEND_PAYLOAD_FD_MAX]; /* payload descriptors */
+  size_t count;
+  int limit;
+  int close_after[16]; /* child ends, closed after spawn */
+  size_t close_count;
+  int null_fd;
+} layout_t;
+
+static int add_payload_fd(layout_t* l, int child_fd, int source) {
+  if (l->count >= MAELYS__ARRAY_SIZE(l->fds))
+    return -1;
+  l->fds[l->count++] = (maelys__proc_fd_t){child_fd, source};
+  if (child_fd + 1 > l->limit)
+    l->limit = child_fd + 1;
+  return 0;
+}
+
+/* Whether the host's descriptor `fd` is an anonymous inode (an epoll
+ * instance, eventfd, signalfd, timerfd or pidfd): never a standard stream,
+ * but what a host that started with 0, 1 or 2 closed finds there once its
+ * loop opened one. Handing it to a payload would give it the host's own
+ * machinery (the adversarial review stole libuv's epoll through fd 2). */
+static bool anonymous_inode(int fd) {
+  char link[64], target[64];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, target, sizeof target - 1);
+  if (n <= 0)
+    return false;
+  target[n] = '\0';
+  return strncmp(target, "anon_inode:", 11) == 0;
+}
+
+/* The host's standard descriptor `fd` for the payload, /dev/null when it is
+ * closed, or -2 (after filling out_error) when it is no standard stream. */
+static int host_fd_or_null(layout_t* l, int fd, char** out_error) {
+  if (fcntl(fd, F_GETFD) < 0)
+    return l->null_fd;
+  if (anonymous_inode(fd)) {
+    maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_STATE,
+        "the host's descriptor %d is not a standard stream but an anonymous "
+        "inode (the host started with it closed and something, perhaps its "
+        "loop, reused the number): open /dev/null on 0, 1 and 2 before "
+        "creating the loop",
+        fd);
+    return -2;
+  }
+  return fd;
+}
+
+/* Creates the pipes and sockets of the io mode. The host ends go to the
+ * execution's streams, the child ends to the layout. */
+/* The child's end for host descriptor `fd` (1 or 2) of a confined payload:
+ * the host's own descriptor, or -- when it is a terminal -- a relay's pipe
+ * (invariant 21). After filling out_error: -2 when the host's descriptor is
+ * no standard stream, -1 for another failure. */
+static int output_source(maelys_execution_t* e,
+                         const maelys_execution_request_t* r, layout_t* l,
+                         int fd, bool confined, char** out_error) {
+  int src = host_fd_or_null(l, fd, out_error);
+  if (src < 0 || !confined || src != fd || !isatty(fd))
+    return src;
+  int child = -1;
+  int rc = maelys__tty_relay_create(e->executor->loop, fd, !r->terminal_raw,
+                                    &e->terminals[fd - 1], &child);
+  if (rc != 0) {
+    maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                          "relaying the host's terminal (fd %d): %s", fd,
+                          uv_strerror(rc));
+    return -1;
+  }
+  l->close_after[l->close_count++] = child;
+  return child;
+}
+
+static maelys_executor_result_t
+build_layout(maelys_execution_t* e, const maelys_execution_request_t* r,
+             layout_t* l, bool confined, char** out_error) {
+  l->null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (l->null_fd < 0)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                 "open /dev/null: %s", strerror(errno));
+  int stderr_src;
+  switch (r->stderr_mode) {
+  case MAELYS_EXEC_STDERR_CAPTURE: {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+      goto io_error;
+    e->streams[MAELYS_EXEC_STREAM_STDERR] =
+        (stream_t){.present = true, .fd = p[0]};
+    l->close_after[l->close_count++] = p[1];
+    stderr_src = p[1];
+    break;
+  }
+  case MAELYS_EXEC_STDERR_NULL:
+    stderr_src = l->null_fd;
+    break;
+  default:
+    stderr_src = output_source(e, r, l, 2, confined, out_error);
+    if (stderr_src < 0)
+      return stderr_src == -2 ? MAELYS_EXECUTOR_ERR_STATE
+                              : MAELYS_EXECUTOR_ERR_IO;
+    break;
+  }
+  switch (r->io_mode) {
+  case MAELYS_EXEC_IO_CAPTURED: {
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) != 0)
+      goto io_error;
+    if (pipe2(out, O_CLOEXEC) != 0) {
+      close(in[0]);
+      close(in[1]);
+      goto io_error;
+    }
+    e->streams[MAELYS_EXEC_STREAM_STDIN] =
+        (stream_t){.present = true, .fd = in[1]};
+    e->streams[MAELYS_EXEC_STREAM_STDOUT] =
+        (stream_t){.present = true, .fd = out[0]};
+    l->close_after[l->close_count++] = in[0];
+    l->close_after[l->close_count++] = out[1];
+    add_payload_fd(l, 0, in[0]);
+    add_payload_fd(l, 1, out[1]);
+    add_payload_fd(l, 2, stderr_src);
+    break;
+  }
+  case MAELYS_EXEC_IO_DUPLEX_STDIO:
+  case MAELYS_EXEC_IO_ISOLATED_DUPLEX: {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+      goto io_error;
+    e->streams[MAELYS_EXEC_STREAM_PROTOCOL] =
+        (stream_t){.present = true, .fd = sv[0]};
+    l->close_after[l->close_count++] = sv[1];
+    if (r->io_mode == MAELYS_EXEC_IO_DUPLEX_STDIO) {
+      add_payload_fd(l, 0, sv[1]);
+      add_payload_fd(l, 1, sv[1]);
+      add_payload_fd(l, 2, stderr_src);
+    } else {
+      /* Isolated: stdin is /dev/null and stdout *is* stderr, so a stray print
+       * is a visible diagnostic and can never corrupt the protocol. */
+      add_payload_fd(l, 0, l->null_fd);
+      add_payload_fd(l, 1, stderr_src);
+      add_payload_fd(l, 2, stderr_src);
+      add_payload_fd(l, r->protocol_fd, sv[1]);
+    }
+    break;
+  }
+  case MAELYS_EXEC_IO_INHERIT: {
+    if (confined && isatty(0))
+      return maelys__executor_fail(
+          out_error, MAELYS_EXECUTOR_ERR_DENIED,
+          "the host's stdin is a terminal, and a sandbox never receives a "
+          "terminal the host holds (invariant 21): use the captured io mode, "
+          "or a pseudo-terminal session");
+    int out_src = output_source(e, r, l, 1, confined, out_error);
+    if (out_src < 0)
+      return out_src == -2 ? MAELYS_EXECUTOR_ERR_STATE : MAELYS_EXECUTOR_ERR_IO;
+    int in_src = host_fd_or_null(l, 0, out_error);
+    if (in_src == -2)
+      return MAELYS_EXECUTOR_ERR_STATE;
+    add_payload_fd(l, 0, in_src);
+    add_payload_fd(l, 1, out_src);
+    add_payload_fd(l, 2, stderr_src);
+    break;
+  }
+  }
+  for (size_t i = 0; i < r->channel_count; i++)
+    if (add_payload_fd(l, r->channels[i].child_fd, r->channels[i].host_fd) != 0)
+      return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
+                                   "the payload layout has no room for the "
+                                   "channel at child fd %d",
+                                   r->channels[i].child_fd);
+  if (l->limit < 3)
+    l->limit = 3;
+  return MAELYS_EXECUTOR_OK;
+io_error:
+  return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                               "creating the child's streams: %s",
+                               strerror(errno));
+}
+
+static void layout_dispose(layout_t* l) {
+  for (size_t i = 0; i < l->close_count; i++)
+    close(l->close_after[i]);
+  l->close_count = 0;
+  if (l->null_fd >= 0)
+    close(l->null_fd);
+  l->null_fd = -1;
+}
+
+/* Checks the request against the plan before anything is created. */
+static maelys_executor_result_t
+check_request(maelys_executor_t* executor, const maelys_executor_plan_t* plan,
+              const maelys_execution_request_t* r,
+              const maelys__backend_entry_t** out_backend, char** out_error) {
+  if (!plan->sealed)
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_STATE,
+        "the plan is not sealed: seal it before spawning (invariant 3)");
+  if (r->executable == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                 "the request names no executable");
+  if (r->backend == NULL)
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+        "the request names no backend: nothing is launched without one");
+  if (strcmp(r->platform, "local") != 0)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
+                                 "platform token '%s' is refused", r->platform);
+  const maelys__backend_entry_t* backend =
+      maelys__executor_find_backend(executor, r->backend);
+  if (backend == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_NOT_FOUND,
+                                 "no backend named '%s' is registered",
+                                 r->backend);
+  uint64_t need = 0;
+  maelys_executor_plan_required_capabilities(plan, &need, NULL);
+  uint64_t missing = need & ~backend->proved;
+  if (missing != 0) {
+    /* Invariant 1: a capability that was not proved refuses the launch,
+     * naming each missing capability and why the probe could not prove it. */
+    char* names = maelys__executor_capability_list(missing);
+    int bit = __builtin_ctzll(missing);
+    const char* why = backend->reasons[bit] ? backend->reasons[bit]
+                      : backend->diagnostic ? backend->diagnostic
+                                            : "not offered by the backend";
+    maelys_executor_result_t res = maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_CAPABILITY,
+        "backend '%s' did not prove %s, which the plan requires (%s: %s)",
+        r->backend, names ? names : "capabilities",
+        maelys_executor_capability_name(UINT64_C(1) << bit), why);
+    free(names);
+    return res;
+  }
+  uint64_t scratch = 0;
+  maelys_executor_root_t root = maelys_executor_plan_root(plan, &scratch);
+  if (root == MAELYS_EXECUTOR_ROOT_EPHEMERAL_WRITE &&
+      r->scratch_bytes != scratch)
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+        "the request's scratch size (%llu bytes) does not equal the plan's "
+        "(%llu bytes) (invariant 10)",
+        (unsigned long long)r->scratch_bytes, (unsigned long long)scratch);
+  if (root != MAELYS_EXECUTOR_ROOT_EPHEMERAL_WRITE && r->scratch_bytes != 0)
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+        "the request asks for %llu bytes of scratch but the plan's root is "
+        "%s, which has none",
+        (unsigned long long)r->scratch_bytes, maelys__executor_root_name(root));
+  /* Invariant 5: descriptors from 4 up are exactly the plan's channels. */
+  for (size_t i = 0; i < r->channel_count; i++) {
+    bool found = false;
+    for (size_t k = 0; k < plan->channel_count; k++)
+      if (plan->channels[k].child_fd == r->channels[i].child_fd)
+        found = true;
+    if (!found)
+      return maelys__executor_fail(
+          out_error, MAELYS_EXECUTOR_ERR_DENIED,
+          "the request installs a channel at child fd %d that the plan does "
+          "not authorise",
+          r->channels[i].child_fd);
+    if (r->io_mode == MAELYS_EXEC_IO_ISOLATED_DUPLEX &&
+        r->channels[i].child_fd == r->protocol_fd)
+      return maelys__executor_fail(
+          out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+          "channel fd %d collides with the protocol descriptor",
+          r->protocol_fd);
+  }
+  for (size_t k = 0; k < plan->channel_count; k++) {
+    bool found = false;
+    for (size_t i = 0; i < r->channel_count; i++)
+      if (plan->channels[k].child_fd == r->channels[i].child_fd)
+        found = true;
+    if (!found)
+      return maelys__executor_fail(
+          out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+          "the plan's channel '%s' at fd %d has no descriptor in the request",
+          plan->channels[k].name, plan->channels[k].child_fd);
+  }
+  *out_backend = backend;
+  return MAELYS_EXECUTOR_OK;
+}
+
+/* Invariant 13: the receipt directory must lie outside every path the plan
+ * makes writable. Both sides are compared after resolving symlinks. */
+static maelys_executor_result_t
+check_receipt_dir(const maelys_executor_plan_t* plan, const char* dir,
+                  char** out_error) {
+  char resolved_dir[PATH_MAX];
+  /* Resolve the deepest existing ancestor, then append the rest. */
+  char probe[PATH_MAX];
+  snprintf(probe, sizeof probe, "%s", dir);
+  char suffix[PATH_MAX] = "";
+  while (realpath(probe, resolved_dir) == NULL) {
+    char* slash = strrchr(probe, '/');
+    if (slash == NULL || slash == probe) {
+      snprintf(resolved_dir, sizeof resolved_dir, "/");
+      break;
+    }
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s%s", slash, suffix);
+    snprintf(suffix, sizeof suffix, "%s", tmp);
+    *slash = '\0';
+  }
+  char full[PATH_MAX * 2];
+  snprintf(full, sizeof full, "%s%s",
+           strcmp(resolved_dir, "/") == 0 && suffix[0] ? "" : resolved_dir,
+           suffix);
+  if (full[0] == '\0')
+    snprintf(full, sizeof full, "/");
+  const char* paths[2 * MAELYS_EXECUTOR_MAX_ENTRIES];
+  size_t n = maelys__executor_plan_writable_paths(plan, paths,
+                                                  MAELYS__ARRAY_SIZE(paths));
+  for (size_t i = 0; i < n; i++) {
+    char resolved[PATH_MAX];
+    const char* w = realpath(paths[i], resolved) ? resolved : paths[i];
+    if (maelys__executor_path_within(full, w) ||
+        maelys__executor_path_within(dir, paths[i]))
+      return maelys__executor_fail(
+          out_error, MAELYS_EXECUTOR_ERR_DENIED,
+          "receipt directory '%s' lies inside '%s', which the plan makes "
+          "writable: the sandbox could forge its own receipt (invariant 13)",
+          dir, paths[i]);
+  }
+  return MAELYS_EXECUTOR_OK;
+}
+
+/* The execution's memory cgroup, under the parent the executor found (once,
+ * on first use). */
+static maelys_executor_result_t
+create_cgroup(maelys_execution_t* e, uint64_t memory_max, char** out_error) {
+  maelys_executor_t* ex = e->executor;
+  if (ex->memory_cgroup == NULL) {
+    ex->memory_cgroup = malloc(sizeof *ex->memory_cgroup);
+    if (ex->memory_cgroup == NULL)
+      return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                                   "out of memory");
+    maelys__cgroup_find_memory(ex->memory_cgroup);
+  }
+  char error[512];
+  int r = maelys__cgroup_create(ex->memory_cgroup, e->id, memory_max,
+                                &e->cgroup, error, sizeof error);
+  if (r == 0)
+    return MAELYS_EXECUTOR_OK;
+  return maelys__executor_fail(out_error,
+                               r == -ENOTSUP ? MAELYS_EXECUTOR_ERR_UNSUPPORTED
+                                             : MAELYS_EXECUTOR_ERR_IO,
+                               "the memory ceiling of %llu bytes cannot be "
+                               "enforced: %s",
+                               (unsigned long long)memory_max, error);
+}
+
+/* A chained receipt must land in a file (a chain with a receipt only in
+ * memory would have a hole no reader could explain), and a closed chain
+ * takes no more receipts. The chain is created here, so that linking at the
+ * end cannot fail for want of memory. */
+static maelys_executor_result_t
+check_receipt_chain(maelys_executor_t* executor,
+                    const maelys_execution_request_t* request,
+                    char** out_error) {
+  if (request->receipt_dir == NULL)
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+        "the request joins receipt chain '%s' but has no receipt directory",
+        request->receipt_chain);
+  maelys__receipt_chain_t* c =
+      maelys__executor_chain(executor, request->receipt_chain, true);
+  if (c == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                                 "out of memory");
+  if (c->closed)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
+                                 "receipt chain '%s' was closed",
+                                 request->receipt_chain);
+  return MAELYS_EXECUTOR_OK;
+}
+
+static int init_handles(maelys_execution_t* e, uv_loop_t* loop) {
+  uv_handle_t* hs[] = {(uv_handle_t*)&e->stop_timer,
+                       (uv_handle_t*)&e->drain_timer,
+                       (uv_handle_t*)&e->dispatch_timer};
+  uv_timer_init(loop, &e->stop_timer);
+  uv_timer_init(loop, &e->drain_timer);
+  uv_timer_init(loop, &e->dispatch_timer);
+  for (size_t i = 0; i < MAELYS__ARRAY_SIZE(hs); i++) {
+    hs[i]->data = e;
+    e->open_handles++;
+  }
+  int r = uv_poll_init(loop, &e->proc_poll, e->proc.watch_fd);
+  if (r != 0)
+    return r;
+  e->proc_poll.data = e;
+  e->open_handles++;
+  if (e->status_fd >= 0) {
+    r = uv_poll_init(loop, &e->status_poll, e->status_fd);
+    if (r != 0)
+      return r;
+    e->status_poll.data = e;
+    e->status_poll_init = true;
+    e->open_handles++;
+  }
+  return 0;
+}
+
+maelys_executor_result_t
+maelys_execution_spawn(maelys_executor_t* executor,
+                       const maelys_executor_plan_t* plan,
+                       maelys_execution_request_t* request,
+                       maelys_execution_t** out_execution, char** out_error) {
+  MAELYS__CHECK_OUT_ERROR(out_error);
+  if (out_execution == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                 "out_execution is NULL");
+  *out_execution = NULL;
+  if (executor == NULL || plan == NULL || request == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                 "executor, plan and request are required");
+  if (executor->destroyed)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
+                                 "the executor was destroyed");
+  const maelys__backend_entry_t* backend = NULL;
+  maelys_executor_result_t res = MAELYS_EXECUTOR_OK;
+  if (plan->sealed)
+    res = maelys__executor_check_system_trees(plan, out_error);
+  if (res == MAELYS_EXECUTOR_OK && plan->sealed && request->receipt_dir != NULL)
+    res = check_receipt_dir(plan, request->receipt_dir, out_error);
+  /* A receipt that could not be written must never be silent: a directory
+   * that cannot take one refuses the launch before anything runs. */
+  if (res == MAELYS_EXECUTOR_OK && plan->sealed &&
+      request->receipt_dir != NULL) {
+    int rr = maelys__executor_receipt_dir_ready(request->receipt_dir);
+    if (rr != 0)
+      res = maelys__executor_fail(
+          out_error, MAELYS_EXECUTOR_ERR_IO,
+          "the receipt directory '%s' cannot take a receipt: %s",
+          request->receipt_dir, strerror(-rr));
+  }
+  if (res == MAELYS_EXECUTOR_OK)
+    res = check_request(executor, plan, request, &backend, out_error);
+  if (res == MAELYS_EXECUTOR_OK && request->receipt_chain != NULL)
+    res = check_receipt_chain(executor, request, out_error);
+  if (res != MAELYS_EXECUTOR_OK)
+    return res;
+
+  maelys_execution_t* e = calloc(1, sizeof *e);
+  if (e == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                                 "out of memory creating an execution");
+  e->executor = executor;
+  e->backend = backend;
+  e->proc.watch_fd = -1;
+  e->root.watch_fd = -1;
+  e->root.pid = -1;
+  e->status_fd = -1;
+  e->lifeline_fd = -1;
+  e->cgroup.dir_fd = e->cgroup.parent_fd = -1;
+  e->memory_peak = -1;
+  for (int i = 0; i < 4; i++)
+    e->streams[i].fd = -1;
+  e->grace_ms = request->grace_ms;
+  e->force_ms = request->force_ms;
+  char* default_argv[2] = {request->executable, NULL};
+  e->executable = maelys__executor_strdup(request->executable);
+  e->argv = copy_vector(request->argv ? request->argv : default_argv);
+  e->receipt_dir = request->receipt_dir
+                       ? maelys__executor_strdup(request->receipt_dir)
+                       : NULL;
+  e->receipt_chain = request->receipt_chain
+                         ? maelys__executor_strdup(request->receipt_chain)
+                         : NULL;
+  e->receipt_context = request->receipt_context
+                           ? maelys__executor_strdup(request->receipt_context)
+                           : NULL;
+  if (executor->receipt_signing) {
+    memcpy(e->receipt_key, executor->receipt_key, sizeof e->receipt_key);
+    e->receipt_signing = true;
+  }
+  if (e->executable == NULL || e->argv == NULL ||
+      (request->receipt_dir && e->receipt_dir == NULL) ||
+      (request->receipt_chain && e->receipt_chain == NULL) ||
+      (request->receipt_context && e->receipt_context == NULL) ||
+      maelys__executor_random_id(e->id) != 0) {
+    free(e->executable);
+    maelys__exec_free_vector(e->argv);
+    free(e->receipt_dir);
+    free(e->receipt_chain);
+    free(e->receipt_context);
+    sodium_memzero(e->receipt_key, sizeof e->receipt_key);
+    free(e);
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                                 "out of memory creating an execution");
+  }
+
+  layout_t layout;
+  memset(&layout, 0, sizeof layout);
+  layout.null_fd = -1;
+  maelys_backend_launch_t launch;
+  maelys__executor_launch_init(&launch, 0);
+  int status_pipe[2] = {-1, -1};
+  int lifeline[2] = {-1, -1};
+  maelys__proc_fd_t* fds = NULL;
+  maelys__proc_rlimit_t rlimits[MAELYS__RLIMIT_COUNT];
+  size_t rlimit_count = 0;
+
+  uint64_t needed = 0;
+  maelys_executor_plan_required_capabilities(plan, &needed, NULL);
+  res = build_layout(e, request, &layout, needed != 0, out_error);
+  if (res != MAELYS_EXECUTOR_OK)
+    goto fail;
+  int payload_fds[MAELYS__ARRAY_SIZE(layout.fds)];
+  for (size_t i = 0; i < layout.count; i++)
+    payload_fds[i] = layout.fds[i].child_fd;
+  launch.payload_fd_limit = layout.limit;
+  launch.payload_fds = payload_fds;
+  launch.payload_fd_count = layout.count;
+  res = backend->vtable->prepare(backend->state, backend->proved, plan, request,
+                                 &launch, out_error);
+  if (res != MAELYS_EXECUTOR_OK)
+    goto fail;
+  e->launch_flags = launch.flags;
+
+  if (launch.flags & MAELYS_BACKEND_LAUNCH_STATUS_CHANNEL) {
+    if (pipe2(status_pipe, O_CLOEXEC) != 0) {
+      res = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                  "creating the status channel: %s",
+                                  strerror(errno));
+      goto fail;
+    }
+  }
+
+  /* The descriptors of the launched image: the backend's map, or the payload
+   * layout as it is. */
+  size_t fd_count = launch.map_count ? launch.map_count : layout.count;
+  fds = calloc(fd_count + 1, sizeof *fds);
+  if (fds == NULL) {
+    res = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                                "out of memory");
+    goto fail;
+  }
+  if (launch.map_count == 0) {
+    memcpy(fds, layout.fds, layout.count * sizeof *fds);
+  } else {
+    for (size_t i = 0; i < launch.map_count; i++) {
+      const maelys__fd_map_t* m = &launch.map[i];
+      int src = -1;
+      if (m->source == MAELYS_BACKEND_FD_PAYLOAD) {
+        for (size_t k = 0; k < layout.count; k++)
+          if (layout.fds[k].child_fd == m->value)
+            src = layout.fds[k].source_fd;
+      } else if (m->source == MAELYS_BACKEND_FD_STATUS) {
+        src = status_pipe[1];
+      } else if (m->source == MAELYS_BACKEND_FD_LIFELINE) {
+        if (lifeline[0] < 0 && pipe2(lifeline, O_CLOEXEC) != 0) {
+          res = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                      "creating the lifeline: %s",
+                                      strerror(errno));
+          goto fail;
+        }
+        src = lifeline[0];
+      } else {
+        src = launch.extra_fds[m->value];
+      }
+      if (src < 0) {
+        res = maelys__executor_fail(
+            out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+            "backend '%s' maps child fd %d to a descriptor that does not "
+            "exist",
+            backend->vtable->name, m->child_fd);
+        goto fail;
+      }
+      fds[i] = (maelys__proc_fd_t){m->child_fd, src};
+    }
+  }
+
+  if (!(launch.flags & MAELYS_BACKEND_LAUNCH_NO_RLIMITS)) {
+    for (int i = 1; i < MAELYS__RLIMIT_COUNT; i++)
+      if (plan->rlimits[i].set)
+        rlimits[rlimit_count++] = (maelys__proc_rlimit_t){
+            maelys__executor_rlimit_native((maelys_executor_rlimit_t)i),
+            plan->rlimits[i].soft, plan->rlimits[i].hard};
+  }
+  uint64_t memory_max = plan->limits[MAELYS_EXECUTOR_LIMIT_MEMORY];
+  if ((launch.flags & MAELYS_BACKEND_LAUNCH_MEMORY_CGROUP) && memory_max > 0) {
+    res = create_cgroup(e, memory_max, out_error);
+    if (res != MAELYS_EXECUTOR_OK)
+      goto fail;
+  }
+  char* const* image_argv = launch.image_set ? launch.argv : e->argv;
+  char* empty_env[1] = {NULL};
+  char* const* image_env =
+      launch.image_set ? (launch.envp ? launch.envp : empty_env) : request->env;
+  maelys__proc_spec_t spec = {
+      .path = launch.image_set ? launch.path : request->executable,
+      .argv = image_argv,
+      .envp = image_env,
+      .fds = fds,
+      .fd_count = fd_count,
+      .cwd =
+          (launch.flags & MAELYS_BACKEND_LAUNCH_NO_CHDIR) ? NULL : request->cwd,
+      .rlimits = rlimits,
+      .rlimit_count = rlimit_count,
+      .new_process_group = true,
+      .die_with_parent =
+          (launch.flags & MAELYS_BACKEND_LAUNCH_DIE_WITH_PARENT) != 0,
+      .set_credentials = launch.credentials_set,
+      .uid = launch.uid,
+      .gid = launch.gid,
+      .new_pid_namespace =
+          (launch.flags & MAELYS_BACKEND_LAUNCH_NEW_PID_NAMESPACE) != 0,
+      .new_user_namespace =
+          (launch.flags & MAELYS_BACKEND_LAUNCH_NEW_PID_NAMESPACE) != 0 &&
+          !maelys__proc_host_root(),
+      .map_uid = geteuid(),
+      .map_gid = getegid(),
+      .image_fd = launch.image_fd,
+      .cgroup_fd = e->cgroup.dir_fd,
+  };
+  char spawn_error[512];
+  e->started_real_ns = maelys__exec_realtime_ns();
+  e->started_mono_ns = uv_hrtime();
+  int sr = maelys__proc_spawn(&spec, &e->proc, spawn_error, sizeof spawn_error);
+  if (sr != 0) {
+    /* Launch errors are not exit codes: the step and errno come back from
+     * the child before it could execute anything. */
+    res = maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_SPAWN, "cannot start '%s'%s%s: %s",
+        spec.path, launch.image_set ? " for " : "",
+        launch.image_set ? request->executable : "", spawn_error);
+    goto fail;
+  }
+
+  /* The child holds its ends now; the host keeps only its own. */
+  layout_dispose(&layout);
+  if (status_pipe[1] >= 0)
+    close(status_pipe[1]);
+  if (lifeline[0] >= 0)
+    close(lifeline[0]);
+  e->lifeline_fd = lifeline[1];
+  e->status_fd = status_pipe[0];
+  if (e->status_fd >= 0)
+    fcntl(e->status_fd, F_SETFL, fcntl(e->status_fd, F_GETFL) | O_NONBLOCK);
+  for (size_t i = 0; i < request->channel_count; i++) {
+    close(request->channels[i].host_fd);
+    request->channels[i].host_fd = -1;
+  }
+  request->channel_count = 0;
+  maelys__executor_launch_dispose(&launch);
+  free(fds);
+
+  maelys__executor_plan_retain(plan);
+  e->plan = plan;
+  executor->live++;
+  executor->unfinished++;
+  int ur = init_handles(e, executor->loop);
+  if (ur != 0) {
+    /* The child runs but cannot be watched on this loop: kill it (it never
+     * started its payload for the caller) and refuse. */
+    maelys__proc_signal_group(e->proc.pid, SIGKILL);
+    maelys__proc_signal(&e->proc, SIGKILL);
+    maelys__proc_reap_blocking(&e->proc);
+    e->main_reaped = true;
+    e->released = true;
+    executor->live--;
+    e->finished = true;
+    e->closing = false;
+    maelys__exec_begin_close(e);
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                 "watching the child on the loop: %s",
+                                 uv_strerror(ur));
+  }
+  uv_poll_start(&e->proc_poll, UV_READABLE, maelys__exec_on_proc);
+  for (int i = 0; i < 2; i++)
+    if (e->terminals[i] != NULL) {
+      e->open_handles++; /* one for the relay, closed in begin_close */
+      maelys__tty_relay_start(e->terminals[i], maelys__exec_on_terminal_done,
+                              e);
+    }
+  if (e->status_poll_init)
+    uv_poll_start(&e->status_poll, UV_READABLE, maelys__exec_on_status);
+  if (e->receipt_chain != NULL)
+    maelys__executor_chain(executor, e->receipt_chain, false)->live++;
+  *out_execution = e;
+  return MAELYS_EXECUTOR_OK;
+
+fail:
+  layout_dispose(&layout);
+  if (status_pipe[0] >= 0)
+    close(status_pipe[0]);
+  if (status_pipe[1] >= 0)
+    close(status_pipe[1]);
+  if (lifeline[0] >= 0)
+    close(lifeline[0]);
+  if (lifeline[1] >= 0)
+    close(lifeline[1]);
+  maelys__cgroup_remove(&e->cgroup);
+  for (int i = 0; i < 2; i++)
+    if (e->terminals[i] != NULL)
+      maelys__tty_relay_close(e->terminals[i], NULL, NULL);
+  maelys__executor_launch_dispose(&launch);
+  free(fds);
+  for (int i = 0; i < 4; i++)
+    if (e->streams[i].fd >= 0)
+      close(e->streams[i].fd);
+  free(e->executable);
+  maelys__exec_free_vector(e->argv);
+  free(e->receipt_dir);
+  free(e->receipt_chain);
+  free(e->receipt_context);
+  sodium_memzero(e->receipt_key, sizeof e->receipt_key);
+  free(e);
+  return res;
+}
