@@ -4,6 +4,39 @@
  * execution-spawn.c; execution-status.c: the status channel;
  * execution-stop.c: the stop forms and their escalation; execution-reap.c:
  * the exit watch, finishing, receipts and background reapers).
+ *
+ * An execution's life is three small state machines.
+ *
+ * phase -- the launched image and what follows it:
+ *
+ *   spawn ──> RUNNING ──pidfd readable: reaped──> DRAINING
+ *               │                                    │ the status channel and
+ *               │                                    │ the terminal relays
+ *               │                                    │ ended, or
+ * STATUS_DRAIN_MS │                                    v │        finish():
+ * final status, stop results, receipt rendered │              │ a receipt
+ * directory          │ none, or the │              v │ pool refused │ WRITING
+ * ──written (thread pool)──>│ │                                             v
+ *               │                                            DONE
+ *               │
+ *   RUNNING, DRAINING or DONE ──begin_close()──> CLOSING ──last close
+ *   callback──> freed. begin_close() runs when a finished execution is
+ *   released (or finishes released), when its executor is destroyed while
+ *   its released child still runs (abandon: a reaper thread takes the
+ *   child), or when spawn cannot watch the child it started. It waits for
+ *   WRITING to end.
+ *
+ * owner -- who holds the handle: CALLER until maelys_execution_release();
+ *   then RELEASED, or ORPHAN while the child still runs (on the executor's
+ *   orphan list, unref'd, until finish() or abandon make it RELEASED).
+ *   Callbacks are delivered only to the CALLER.
+ *
+ * stop -- the stop forms (invariant 7):
+ *
+ *   IDLE ──graceful──> GRACEFUL_ONLY ──grace──> IDLE (STILL_RUNNING)
+ *   IDLE ──graceful then forced──> GRACEFUL ──grace──> FORCED
+ *   IDLE ──forced──> FORCED ──force budget──> CONTAINMENT (reported, never
+ *   waited for); a stronger form asked for later moves forward, never back.
  */
 #ifndef MAELYS_EXECUTION_INTERNAL_H
 #define MAELYS_EXECUTION_INTERNAL_H
@@ -42,7 +75,36 @@ typedef struct stream {
   uv_pipe_t pipe;
 } stream_t;
 
-enum stop_phase { STOP_IDLE, STOP_GRACEFUL, STOP_FORCED, STOP_CONTAINMENT };
+typedef enum exec_phase {
+  PHASE_RUNNING,
+  PHASE_DRAINING,
+  PHASE_WRITING,
+  PHASE_DONE,
+  PHASE_CLOSING
+} exec_phase_t;
+
+typedef enum exec_owner {
+  OWNER_CALLER,
+  OWNER_ORPHAN,
+  OWNER_RELEASED
+} exec_owner_t;
+
+/* In the order a stop moves through them. */
+typedef enum stop_phase {
+  STOP_IDLE,
+  STOP_GRACEFUL_ONLY,
+  STOP_GRACEFUL, /* then forced */
+  STOP_FORCED,
+  STOP_CONTAINMENT
+} stop_phase_t;
+
+/* The first terminal line of the status channel (invariant 19: only that
+ * one counts). */
+typedef enum exec_report {
+  REPORT_NONE,
+  REPORT_EXIT,         /* the payload's own status */
+  REPORT_LAUNCH_FAILED /* the payload could not be started */
+} exec_report_t;
 
 struct maelys_execution {
   maelys_executor_t* executor;
@@ -55,8 +117,11 @@ struct maelys_execution {
   uint64_t grace_ms, force_ms;
   unsigned launch_flags;
 
+  exec_phase_t phase;
+  exec_owner_t owner;
+  stop_phase_t stop;
+
   maelys__proc_t proc;
-  bool main_reaped;
   /* The host's end of the lifeline (see MAELYS_BACKEND_FD_LIFELINE), kept
    * until the launched image is reaped, or -1. */
   int lifeline_fd;
@@ -78,24 +143,21 @@ struct maelys_execution {
   char* diag; /* allocated at the first diagnostic line: most executions
                * never have one, and 1000 of them must stay small */
   size_t diag_len;
-  bool have_exit;
-  int exit_code, term_signal;
-  maelys_backend_event_t* launch_failed; /* allocated when one is reported */
+  exec_report_t report;
+  int exit_code, term_signal;            /* REPORT_EXIT */
+  maelys_backend_event_t* launch_failed; /* REPORT_LAUNCH_FAILED */
 
   stream_t streams[4];
   /* The host's terminals a confined payload writes to, through relays
    * (invariant 21): [0] its stdout, [1] its stderr. */
   maelys__tty_relay_t* terminals[2];
 
-  bool finished;
-  maelys_execution_status_t status;
+  maelys_execution_status_t status; /* final from PHASE_WRITING on */
   char status_step[32];
   char* status_message;
 
-  enum stop_phase stop_phase;
-  bool stop_graceful_only;
-  bool stop_requested;
-  bool stop_result_set;
+  bool stop_requested; /* recorded in the receipt */
+  /* The result a stop reports (0: none yet, the execution ran to its end). */
   maelys_execution_stop_result_t stop_result;
 
   waiter_t* waiters;
@@ -108,10 +170,7 @@ struct maelys_execution {
   uv_timer_t dispatch_timer;
   bool status_poll_init;
   int open_handles;
-  bool closing;
-  bool released;
-  bool orphaned;
-  struct maelys_execution* orphan_next;
+  maelys__orphan_t orphan; /* the executor's list node while ORPHAN */
 
   int64_t started_real_ns, ended_real_ns;
   uint64_t started_mono_ns, ended_mono_ns;
@@ -120,7 +179,6 @@ struct maelys_execution {
   char* receipt_path;
   uv_work_t receipt_work;
   int receipt_errno;
-  bool receipt_pending;
   /* Receipt evidence, copied at spawn (receipt-evidence.c). */
   char* receipt_chain;
   char* receipt_context;
@@ -129,6 +187,16 @@ struct maelys_execution {
 };
 
 /* ------------------------------------------------ shared between the files */
+
+/* The image was reaped (or handed to a reaper): nothing may be signalled
+ * through its pid any more. */
+static inline bool maelys__exec_reaped(const maelys_execution_t* e) {
+  return e->phase != PHASE_RUNNING;
+}
+/* The status is final (PHASE_WRITING or later). */
+static inline bool maelys__exec_finished(const maelys_execution_t* e) {
+  return e->phase >= PHASE_WRITING;
+}
 
 /* execution.c */
 int64_t maelys__exec_realtime_ns(void);

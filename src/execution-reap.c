@@ -24,6 +24,8 @@
 
 #include <sodium.h>
 
+#include <assert.h>
+
 #include "execution-internal.h"
 
 /* How long the status channel may stay open after the launcher exited before
@@ -31,15 +33,13 @@
  * with it, asynchronously). */
 #define STATUS_DRAIN_MS 2000
 
+/* A released execution leaves its executor's orphan list: it finished, or
+ * a reaper took its child. */
 static void unlink_orphan(maelys_execution_t* e) {
-  if (!e->orphaned)
+  if (e->owner != OWNER_ORPHAN)
     return;
-  maelys__execution_t** p = &e->executor->orphans;
-  while (*p != NULL && *p != e)
-    p = &(*p)->orphan_next;
-  if (*p == e)
-    *p = e->orphan_next;
-  e->orphaned = false;
+  maelys__executor_orphan_done(e->executor, &e->orphan);
+  e->owner = OWNER_RELEASED;
 }
 
 /* ---------------------------------------------------------- finishing */
@@ -56,8 +56,8 @@ static void on_receipt_work(uv_work_t* req) {
 static void on_receipt_done(uv_work_t* req, int status) {
   maelys_execution_t* e = req->data;
   (void)status;
-  e->receipt_pending = false;
-  if (e->released)
+  e->phase = PHASE_DONE;
+  if (e->owner != OWNER_CALLER)
     maelys__exec_begin_close(e);
   else
     maelys__exec_arm_dispatch(e);
@@ -80,7 +80,7 @@ static void compute_status(maelys_execution_t* e) {
       s->outcome = MAELYS_EXEC_OUTCOME_EXITED;
       s->exit_code = main_code;
     }
-  } else if (e->have_exit) {
+  } else if (e->report == REPORT_EXIT) {
     /* The payload's own status, as the tree root reported it. */
     if (e->term_signal > 0) {
       s->outcome = MAELYS_EXEC_OUTCOME_SIGNALED;
@@ -89,7 +89,7 @@ static void compute_status(maelys_execution_t* e) {
       s->outcome = MAELYS_EXEC_OUTCOME_EXITED;
       s->exit_code = e->exit_code;
     }
-  } else if (e->launch_failed != NULL) {
+  } else if (e->report == REPORT_LAUNCH_FAILED) {
     s->outcome = MAELYS_EXEC_OUTCOME_LAUNCH_FAILED;
     snprintf(e->status_step, sizeof e->status_step, "%s",
              e->launch_failed->step);
@@ -128,7 +128,8 @@ static void compute_status(maelys_execution_t* e) {
     s->launch_step = e->status_step;
     s->message = e->status_message ? e->status_message : "";
   }
-  switch (e->stop_phase) {
+  switch (e->stop) {
+  case STOP_GRACEFUL_ONLY:
   case STOP_GRACEFUL:
     s->stop_stage = MAELYS_EXEC_STOP_STAGE_GRACEFUL;
     break;
@@ -141,16 +142,10 @@ static void compute_status(maelys_execution_t* e) {
   }
 }
 
-void maelys__exec_finish(maelys_execution_t* e) {
-  if (e->finished)
-    return;
-  e->finished = true;
-  uv_timer_stop(&e->stop_timer);
-  uv_timer_stop(&e->drain_timer);
-  if (e->status_poll_init)
-    uv_poll_stop(&e->status_poll);
-  compute_status(e);
-  switch (e->stop_phase) {
+/* A stop in progress when the image ended completes with how far it got. */
+static void settle_stop(maelys_execution_t* e) {
+  switch (e->stop) {
+  case STOP_GRACEFUL_ONLY:
   case STOP_GRACEFUL:
     maelys__exec_complete_stoppers(e, MAELYS_EXEC_STOPPED_GRACEFUL);
     break;
@@ -159,14 +154,14 @@ void maelys__exec_finish(maelys_execution_t* e) {
     break;
   case STOP_CONTAINMENT:
     e->stop_result = MAELYS_EXEC_STOPPED_FORCED;
-    e->stop_result_set = true;
     break;
   default:
     break;
   }
-  maelys__proc_close(&e->root);
-  unlink_orphan(e);
+}
 
+/* The receipt document, rendered on the loop's thread. */
+static void render_receipt(maelys_execution_t* e) {
   maelys__receipt_input_t in;
   memset(&in, 0, sizeof in);
   in.execution_id = e->id;
@@ -182,7 +177,7 @@ void maelys__exec_finish(maelys_execution_t* e) {
   in.status = &e->status;
   in.stop_requested = e->stop_requested;
   in.stop_result =
-      e->stop_result_set ? e->stop_result : MAELYS_EXEC_STOPPED_ALREADY_EXITED;
+      e->stop_result != 0 ? e->stop_result : MAELYS_EXEC_STOPPED_ALREADY_EXITED;
   in.user_seconds = (double)e->usage.ru_utime.tv_sec +
                     (double)e->usage.ru_utime.tv_usec / 1e6;
   in.system_seconds = (double)e->usage.ru_stime.tv_sec +
@@ -197,7 +192,7 @@ void maelys__exec_finish(maelys_execution_t* e) {
   in.secret_key = e->receipt_signing ? e->receipt_key : NULL;
   /* The chain links receipts in the order executions end, on the loop's
    * thread: a receipt names the digest of the one rendered before it. */
-  maelys__receipt_chain_t* chain =
+  const maelys__receipt_chain_t* chain =
       e->receipt_chain
           ? maelys__executor_chain(e->executor, e->receipt_chain, false)
           : NULL;
@@ -207,24 +202,33 @@ void maelys__exec_finish(maelys_execution_t* e) {
     in.chain_previous = chain->previous[0] ? chain->previous : NULL;
   }
   e->receipt_json = maelys__executor_receipt_render(&in);
-  if (chain != NULL) {
-    chain->live--;
-    if (e->receipt_json != NULL) {
-      chain->sequence++;
-      maelys__executor_record_digest(e->receipt_json, chain->previous);
-    }
-  }
+  if (chain != NULL)
+    maelys__executor_chain_link(e->executor, e->receipt_chain, e->receipt_json);
+}
 
+void maelys__exec_finish(maelys_execution_t* e) {
+  if (maelys__exec_finished(e))
+    return;
+  e->phase = PHASE_DONE;
+  uv_timer_stop(&e->stop_timer);
+  uv_timer_stop(&e->drain_timer);
+  if (e->status_poll_init)
+    uv_poll_stop(&e->status_poll);
+  compute_status(e);
+  settle_stop(e);
+  maelys__proc_close(&e->root);
+  unlink_orphan(e);
+  render_receipt(e);
   if (e->receipt_dir != NULL && e->receipt_json != NULL) {
     e->receipt_work.data = e;
     if (uv_queue_work(e->executor->loop, &e->receipt_work, on_receipt_work,
                       on_receipt_done) == 0) {
-      e->receipt_pending = true;
+      e->phase = PHASE_WRITING;
       return;
     }
     e->receipt_errno = EIO;
   }
-  if (e->released)
+  if (e->owner != OWNER_CALLER)
     maelys__exec_begin_close(e);
   else
     maelys__exec_arm_dispatch(e);
@@ -246,7 +250,7 @@ void maelys__exec_on_proc(uv_poll_t* poll, int status, int events) {
     return;
   /* r < 0 cannot happen for a pidfd we own; treat it as an exit so the
    * execution can never hang on it. */
-  e->main_reaped = true;
+  e->phase = PHASE_DRAINING;
   e->wait_status = r > 0 ? ws : 0;
   e->ended_real_ns = maelys__exec_realtime_ns();
   e->ended_mono_ns = uv_hrtime();
@@ -261,7 +265,7 @@ void maelys__exec_on_proc(uv_poll_t* poll, int status, int events) {
     /* Bounded: a writer that outlives the launcher (only possible without
      * a pid namespace) cannot hold the execution open. */
     uv_timer_start(&e->drain_timer, on_drain_timeout, STATUS_DRAIN_MS, 0);
-    if (e->released)
+    if (e->owner != OWNER_CALLER)
       uv_unref((uv_handle_t*)&e->drain_timer);
     return;
   }
@@ -293,10 +297,9 @@ static void* reaper_main(void* arg) {
  * detached thread reaps it when it exits, so it never becomes a zombie. It is
  * not signalled (invariant 6), and its lifeline stays open with the reaper:
  * the host process still lives. */
-void maelys__execution_abandon(maelys_execution_t* e);
 void maelys__execution_abandon(maelys_execution_t* e) {
   unlink_orphan(e);
-  if (!e->main_reaped && e->proc.watch_fd >= 0) {
+  if (!maelys__exec_reaped(e) && e->proc.watch_fd >= 0) {
     reaper_t* r = calloc(1, sizeof *r);
     int fd = r ? fcntl(e->proc.watch_fd, F_DUPFD_CLOEXEC, 0) : -1;
     if (fd >= 0) {
@@ -321,7 +324,8 @@ void maelys__execution_abandon(maelys_execution_t* e) {
     }
     free(r);
   }
-  e->main_reaped = true;
-  e->receipt_pending = false;
+  /* An orphan never reaches PHASE_WRITING (finish() takes it off the
+   * list first), so closing starts now. */
+  assert(e->phase != PHASE_WRITING);
   maelys__exec_begin_close(e);
 }

@@ -375,17 +375,14 @@ check_receipt_dir(const maelys_executor_plan_t* plan, const char* dir,
  * on first use). */
 static maelys_executor_result_t
 create_cgroup(maelys_execution_t* e, uint64_t memory_max, char** out_error) {
-  maelys_executor_t* ex = e->executor;
-  if (ex->memory_cgroup == NULL) {
-    ex->memory_cgroup = malloc(sizeof *ex->memory_cgroup);
-    if (ex->memory_cgroup == NULL)
-      return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
-                                   "out of memory");
-    maelys__cgroup_find_memory(ex->memory_cgroup);
-  }
+  maelys__cgroup_parent_t* parent =
+      maelys__executor_memory_cgroups(e->executor);
+  if (parent == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                                 "out of memory");
   char error[512];
-  int r = maelys__cgroup_create(ex->memory_cgroup, e->id, memory_max,
-                                &e->cgroup, error, sizeof error);
+  int r = maelys__cgroup_create(parent, e->id, memory_max, &e->cgroup, error,
+                                sizeof error);
   if (r == 0)
     return MAELYS_EXECUTOR_OK;
   return maelys__executor_fail(out_error,
@@ -448,23 +445,57 @@ static int init_handles(maelys_execution_t* e, uv_loop_t* loop) {
   return 0;
 }
 
-maelys_executor_result_t
-maelys_execution_spawn(maelys_executor_t* executor,
-                       const maelys_executor_plan_t* plan,
-                       maelys_execution_request_t* request,
-                       maelys_execution_t** out_execution, char** out_error) {
-  MAELYS__CHECK_OUT_ERROR(out_error);
-  if (out_execution == NULL)
-    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
-                                 "out_execution is NULL");
-  *out_execution = NULL;
+/* What a spawn holds until the child has its descriptors; released by
+ * spawn_dispose() on success (what the child took and the host keeps was
+ * moved out first) and on failure alike. */
+typedef struct spawn {
+  layout_t layout;
+  maelys_backend_launch_t launch;
+  int payload_fds[MAELYS_BACKEND_PAYLOAD_FD_MAX];
+  int status_pipe[2];
+  int lifeline[2];
+  maelys__proc_fd_t* fds; /* the launched image's descriptors */
+  size_t fd_count;
+  maelys__proc_rlimit_t rlimits[MAELYS__RLIMIT_COUNT];
+  size_t rlimit_count;
+} spawn_t;
+
+static void spawn_init(spawn_t* s) {
+  memset(s, 0, sizeof *s);
+  s->layout.null_fd = -1;
+  maelys__executor_launch_init(&s->launch, 0);
+  s->status_pipe[0] = s->status_pipe[1] = -1;
+  s->lifeline[0] = s->lifeline[1] = -1;
+}
+
+static void close_fd(int* fd) {
+  if (*fd >= 0)
+    close(*fd);
+  *fd = -1;
+}
+
+static void spawn_dispose(spawn_t* s) {
+  layout_dispose(&s->layout);
+  for (int i = 0; i < 2; i++) {
+    close_fd(&s->status_pipe[i]);
+    close_fd(&s->lifeline[i]);
+  }
+  maelys__executor_launch_dispose(&s->launch);
+  free(s->fds);
+  s->fds = NULL;
+}
+
+/* Every check that can refuse before anything is created. */
+static maelys_executor_result_t
+spawn_checks(maelys_executor_t* executor, const maelys_executor_plan_t* plan,
+             const maelys_execution_request_t* request,
+             const maelys__backend_entry_t** out_backend, char** out_error) {
   if (executor == NULL || plan == NULL || request == NULL)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                                  "executor, plan and request are required");
   if (executor->destroyed)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
                                  "the executor was destroyed");
-  const maelys__backend_entry_t* backend = NULL;
   maelys_executor_result_t res = MAELYS_EXECUTOR_OK;
   if (plan->sealed)
     res = maelys__executor_check_system_trees(plan, out_error);
@@ -482,18 +513,45 @@ maelys_execution_spawn(maelys_executor_t* executor,
           request->receipt_dir, strerror(-rr));
   }
   if (res == MAELYS_EXECUTOR_OK)
-    res = check_request(executor, plan, request, &backend, out_error);
+    res = check_request(executor, plan, request, out_backend, out_error);
   if (res == MAELYS_EXECUTOR_OK && request->receipt_chain != NULL)
     res = check_receipt_chain(executor, request, out_error);
-  if (res != MAELYS_EXECUTOR_OK)
-    return res;
+  return res;
+}
 
+/* Frees what execution_create() made, and the streams and relays a failed
+ * spawn made; nothing of it reached a loop. */
+static void execution_discard(maelys_execution_t* e) {
+  maelys__cgroup_remove(&e->cgroup);
+  for (int i = 0; i < 2; i++)
+    if (e->terminals[i] != NULL)
+      maelys__tty_relay_close(e->terminals[i], NULL, NULL);
+  for (int i = 0; i < 4; i++)
+    if (e->streams[i].fd >= 0)
+      close(e->streams[i].fd);
+  free(e->executable);
+  maelys__exec_free_vector(e->argv);
+  free(e->receipt_dir);
+  free(e->receipt_chain);
+  free(e->receipt_context);
+  sodium_memzero(e->receipt_key, sizeof e->receipt_key);
+  free(e);
+}
+
+/* A new execution with what it keeps of the request (copied). */
+static maelys_execution_t*
+execution_create(maelys_executor_t* executor,
+                 const maelys__backend_entry_t* backend,
+                 const maelys_execution_request_t* request, char** out_error) {
   maelys_execution_t* e = calloc(1, sizeof *e);
-  if (e == NULL)
-    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
-                                 "out of memory creating an execution");
+  if (e == NULL) {
+    maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                          "out of memory creating an execution");
+    return NULL;
+  }
   e->executor = executor;
   e->backend = backend;
+  e->orphan.execution = e;
   e->proc.watch_fd = -1;
   e->root.watch_fd = -1;
   e->root.pid = -1;
@@ -526,163 +584,134 @@ maelys_execution_spawn(maelys_executor_t* executor,
       (request->receipt_chain && e->receipt_chain == NULL) ||
       (request->receipt_context && e->receipt_context == NULL) ||
       maelys__executor_random_id(e->id) != 0) {
-    free(e->executable);
-    maelys__exec_free_vector(e->argv);
-    free(e->receipt_dir);
-    free(e->receipt_chain);
-    free(e->receipt_context);
-    sodium_memzero(e->receipt_key, sizeof e->receipt_key);
-    free(e);
-    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
-                                 "out of memory creating an execution");
+    execution_discard(e);
+    maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                          "out of memory creating an execution");
+    return NULL;
   }
+  return e;
+}
 
-  layout_t layout;
-  memset(&layout, 0, sizeof layout);
-  layout.null_fd = -1;
-  maelys_backend_launch_t launch;
-  maelys__executor_launch_init(&launch, 0);
-  int status_pipe[2] = {-1, -1};
-  int lifeline[2] = {-1, -1};
-  maelys__proc_fd_t* fds = NULL;
-  maelys__proc_rlimit_t rlimits[MAELYS__RLIMIT_COUNT];
-  size_t rlimit_count = 0;
-
+/* The payload's descriptor layout, then the backend's launch description
+ * for it. */
+static maelys_executor_result_t
+spawn_prepare(maelys_execution_t* e, spawn_t* s,
+              const maelys_executor_plan_t* plan,
+              const maelys_execution_request_t* request, char** out_error) {
   uint64_t needed = 0;
   maelys_executor_plan_required_capabilities(plan, &needed, NULL);
-  res = build_layout(e, request, &layout, needed != 0, out_error);
+  maelys_executor_result_t res =
+      build_layout(e, request, &s->layout, needed != 0, out_error);
   if (res != MAELYS_EXECUTOR_OK)
-    goto fail;
-  int payload_fds[MAELYS__ARRAY_SIZE(layout.fds)];
-  for (size_t i = 0; i < layout.count; i++)
-    payload_fds[i] = layout.fds[i].child_fd;
-  launch.payload_fd_limit = layout.limit;
-  launch.payload_fds = payload_fds;
-  launch.payload_fd_count = layout.count;
-  res = backend->vtable->prepare(backend->state, backend->proved, plan, request,
-                                 &launch, out_error);
-  if (res != MAELYS_EXECUTOR_OK)
-    goto fail;
-  e->launch_flags = launch.flags;
+    return res;
+  for (size_t i = 0; i < s->layout.count; i++)
+    s->payload_fds[i] = s->layout.fds[i].child_fd;
+  s->launch.payload_fd_limit = s->layout.limit;
+  s->launch.payload_fds = s->payload_fds;
+  s->launch.payload_fd_count = s->layout.count;
+  const maelys__backend_entry_t* b = e->backend;
+  res = b->vtable->prepare(b->state, b->proved, plan, request, &s->launch,
+                           out_error);
+  e->launch_flags = s->launch.flags;
+  return res;
+}
 
-  if (launch.flags & MAELYS_BACKEND_LAUNCH_STATUS_CHANNEL) {
-    if (pipe2(status_pipe, O_CLOEXEC) != 0) {
-      res = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
-                                  "creating the status channel: %s",
-                                  strerror(errno));
-      goto fail;
-    }
-  }
+/* The status channel and the lifeline when the launch wants them, and the
+ * launched image's descriptors (maelys__launch_resolve_fds). */
+static maelys_executor_result_t
+spawn_descriptors(maelys_execution_t* e, spawn_t* s, char** out_error) {
+  if ((s->launch.flags & MAELYS_BACKEND_LAUNCH_STATUS_CHANNEL) &&
+      pipe2(s->status_pipe, O_CLOEXEC) != 0)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                 "creating the status channel: %s",
+                                 strerror(errno));
+  if (maelys__launch_maps(&s->launch, MAELYS_BACKEND_FD_LIFELINE) &&
+      pipe2(s->lifeline, O_CLOEXEC) != 0)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                 "creating the lifeline: %s", strerror(errno));
+  size_t capacity = s->launch.map_count > s->layout.count ? s->launch.map_count
+                                                          : s->layout.count;
+  s->fds = calloc(capacity + 1, sizeof *s->fds);
+  if (s->fds == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                                 "out of memory");
+  maelys__fd_sources_t sources = {s->layout.fds, s->layout.count,
+                                  s->status_pipe[1], s->lifeline[0]};
+  return maelys__launch_resolve_fds(&s->launch, &sources,
+                                    e->backend->vtable->name, s->fds, capacity,
+                                    &s->fd_count, out_error);
+}
 
-  /* The descriptors of the launched image: the backend's map, or the payload
-   * layout as it is. */
-  size_t fd_count = launch.map_count ? launch.map_count : layout.count;
-  fds = calloc(fd_count + 1, sizeof *fds);
-  if (fds == NULL) {
-    res = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
-                                "out of memory");
-    goto fail;
-  }
-  if (launch.map_count == 0) {
-    memcpy(fds, layout.fds, layout.count * sizeof *fds);
-  } else {
-    for (size_t i = 0; i < launch.map_count; i++) {
-      const maelys__fd_map_t* m = &launch.map[i];
-      int src = -1;
-      if (m->source == MAELYS_BACKEND_FD_PAYLOAD) {
-        for (size_t k = 0; k < layout.count; k++)
-          if (layout.fds[k].child_fd == m->value)
-            src = layout.fds[k].source_fd;
-      } else if (m->source == MAELYS_BACKEND_FD_STATUS) {
-        src = status_pipe[1];
-      } else if (m->source == MAELYS_BACKEND_FD_LIFELINE) {
-        if (lifeline[0] < 0 && pipe2(lifeline, O_CLOEXEC) != 0) {
-          res = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
-                                      "creating the lifeline: %s",
-                                      strerror(errno));
-          goto fail;
-        }
-        src = lifeline[0];
-      } else {
-        src = launch.extra_fds[m->value];
-      }
-      if (src < 0) {
-        res = maelys__executor_fail(
-            out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
-            "backend '%s' maps child fd %d to a descriptor that does not "
-            "exist",
-            backend->vtable->name, m->child_fd);
-        goto fail;
-      }
-      fds[i] = (maelys__proc_fd_t){m->child_fd, src};
-    }
-  }
-
-  if (!(launch.flags & MAELYS_BACKEND_LAUNCH_NO_RLIMITS)) {
+/* The plan's rlimits (unless the launcher applies them) and the memory
+ * cgroup the launch asks for. */
+static maelys_executor_result_t
+spawn_ceilings(maelys_execution_t* e, spawn_t* s,
+               const maelys_executor_plan_t* plan, char** out_error) {
+  if (!(s->launch.flags & MAELYS_BACKEND_LAUNCH_NO_RLIMITS)) {
     for (int i = 1; i < MAELYS__RLIMIT_COUNT; i++)
       if (plan->rlimits[i].set)
-        rlimits[rlimit_count++] = (maelys__proc_rlimit_t){
+        s->rlimits[s->rlimit_count++] = (maelys__proc_rlimit_t){
             maelys__executor_rlimit_native((maelys_executor_rlimit_t)i),
             plan->rlimits[i].soft, plan->rlimits[i].hard};
   }
   uint64_t memory_max = plan->limits[MAELYS_EXECUTOR_LIMIT_MEMORY];
-  if ((launch.flags & MAELYS_BACKEND_LAUNCH_MEMORY_CGROUP) && memory_max > 0) {
-    res = create_cgroup(e, memory_max, out_error);
-    if (res != MAELYS_EXECUTOR_OK)
-      goto fail;
-  }
-  char* const* image_argv = launch.image_set ? launch.argv : e->argv;
+  if ((s->launch.flags & MAELYS_BACKEND_LAUNCH_MEMORY_CGROUP) && memory_max > 0)
+    return create_cgroup(e, memory_max, out_error);
+  return MAELYS_EXECUTOR_OK;
+}
+
+/* The one clone(): the launch's image (or the request's program) with its
+ * descriptors, limits, identity and namespaces. */
+static maelys_executor_result_t
+spawn_clone(maelys_execution_t* e, spawn_t* s,
+            const maelys_execution_request_t* request, char** out_error) {
+  const maelys_backend_launch_t* l = &s->launch;
   char* empty_env[1] = {NULL};
-  char* const* image_env =
-      launch.image_set ? (launch.envp ? launch.envp : empty_env) : request->env;
+  bool new_pid_namespace =
+      (l->flags & MAELYS_BACKEND_LAUNCH_NEW_PID_NAMESPACE) != 0;
   maelys__proc_spec_t spec = {
-      .path = launch.image_set ? launch.path : request->executable,
-      .argv = image_argv,
-      .envp = image_env,
-      .fds = fds,
-      .fd_count = fd_count,
-      .cwd =
-          (launch.flags & MAELYS_BACKEND_LAUNCH_NO_CHDIR) ? NULL : request->cwd,
-      .rlimits = rlimits,
-      .rlimit_count = rlimit_count,
+      .path = l->image_set ? l->path : request->executable,
+      .argv = l->image_set ? l->argv : e->argv,
+      .envp = l->image_set ? (l->envp ? l->envp : empty_env) : request->env,
+      .fds = s->fds,
+      .fd_count = s->fd_count,
+      .cwd = (l->flags & MAELYS_BACKEND_LAUNCH_NO_CHDIR) ? NULL : request->cwd,
+      .rlimits = s->rlimits,
+      .rlimit_count = s->rlimit_count,
       .new_process_group = true,
       .die_with_parent =
-          (launch.flags & MAELYS_BACKEND_LAUNCH_DIE_WITH_PARENT) != 0,
-      .set_credentials = launch.credentials_set,
-      .uid = launch.uid,
-      .gid = launch.gid,
-      .new_pid_namespace =
-          (launch.flags & MAELYS_BACKEND_LAUNCH_NEW_PID_NAMESPACE) != 0,
-      .new_user_namespace =
-          (launch.flags & MAELYS_BACKEND_LAUNCH_NEW_PID_NAMESPACE) != 0 &&
-          !maelys__proc_host_root(),
+          (l->flags & MAELYS_BACKEND_LAUNCH_DIE_WITH_PARENT) != 0,
+      .set_credentials = l->credentials_set,
+      .uid = l->uid,
+      .gid = l->gid,
+      .new_pid_namespace = new_pid_namespace,
+      .new_user_namespace = new_pid_namespace && !maelys__proc_host_root(),
       .map_uid = geteuid(),
       .map_gid = getegid(),
-      .image_fd = launch.image_fd,
+      .image_fd = l->image_fd,
       .cgroup_fd = e->cgroup.dir_fd,
   };
   char spawn_error[512];
   e->started_real_ns = maelys__exec_realtime_ns();
   e->started_mono_ns = uv_hrtime();
-  int sr = maelys__proc_spawn(&spec, &e->proc, spawn_error, sizeof spawn_error);
-  if (sr != 0) {
+  if (maelys__proc_spawn(&spec, &e->proc, spawn_error, sizeof spawn_error) != 0)
     /* Launch errors are not exit codes: the step and errno come back from
      * the child before it could execute anything. */
-    res = maelys__executor_fail(
+    return maelys__executor_fail(
         out_error, MAELYS_EXECUTOR_ERR_SPAWN, "cannot start '%s'%s%s: %s",
-        spec.path, launch.image_set ? " for " : "",
-        launch.image_set ? request->executable : "", spawn_error);
-    goto fail;
-  }
+        spec.path, l->image_set ? " for " : "",
+        l->image_set ? request->executable : "", spawn_error);
+  return MAELYS_EXECUTOR_OK;
+}
 
-  /* The child holds its ends now; the host keeps only its own. */
-  layout_dispose(&layout);
-  if (status_pipe[1] >= 0)
-    close(status_pipe[1]);
-  if (lifeline[0] >= 0)
-    close(lifeline[0]);
-  e->lifeline_fd = lifeline[1];
-  e->status_fd = status_pipe[0];
+/* The child holds its ends now: the host keeps only its own, and the
+ * request's channel descriptors are consumed. */
+static void spawn_adopt(maelys_execution_t* e, spawn_t* s,
+                        maelys_execution_request_t* request) {
+  e->lifeline_fd = s->lifeline[1];
+  s->lifeline[1] = -1;
+  e->status_fd = s->status_pipe[0];
+  s->status_pipe[0] = -1;
   if (e->status_fd >= 0)
     fcntl(e->status_fd, F_SETFL, fcntl(e->status_fd, F_GETFL) | O_NONBLOCK);
   for (size_t i = 0; i < request->channel_count; i++) {
@@ -690,25 +719,26 @@ maelys_execution_spawn(maelys_executor_t* executor,
     request->channels[i].host_fd = -1;
   }
   request->channel_count = 0;
-  maelys__executor_launch_dispose(&launch);
-  free(fds);
+}
 
+/* Watches the running child on the loop. A child that cannot be watched is
+ * killed (it never started its payload for the caller), reaped, and the
+ * execution closed. */
+static maelys_executor_result_t spawn_watch(maelys_execution_t* e,
+                                            const maelys_executor_plan_t* plan,
+                                            char** out_error) {
+  maelys_executor_t* executor = e->executor;
   maelys__executor_plan_retain(plan);
   e->plan = plan;
-  executor->live++;
-  executor->unfinished++;
+  maelys__executor_execution_started(executor);
   int ur = init_handles(e, executor->loop);
   if (ur != 0) {
-    /* The child runs but cannot be watched on this loop: kill it (it never
-     * started its payload for the caller) and refuse. */
     maelys__proc_signal_group(e->proc.pid, SIGKILL);
     maelys__proc_signal(&e->proc, SIGKILL);
     maelys__proc_reap_blocking(&e->proc);
-    e->main_reaped = true;
-    e->released = true;
-    executor->live--;
-    e->finished = true;
-    e->closing = false;
+    e->phase = PHASE_DONE;
+    e->owner = OWNER_RELEASED;
+    maelys__executor_execution_released(executor, NULL);
     maelys__exec_begin_close(e);
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
                                  "watching the child on the loop: %s",
@@ -724,35 +754,47 @@ maelys_execution_spawn(maelys_executor_t* executor,
   if (e->status_poll_init)
     uv_poll_start(&e->status_poll, UV_READABLE, maelys__exec_on_status);
   if (e->receipt_chain != NULL)
-    maelys__executor_chain(executor, e->receipt_chain, false)->live++;
-  *out_execution = e;
+    maelys__executor_chain_join(executor, e->receipt_chain);
   return MAELYS_EXECUTOR_OK;
+}
+
+/* Spawn, as its outline: each phase one call and one way out. */
+maelys_executor_result_t
+maelys_execution_spawn(maelys_executor_t* executor,
+                       const maelys_executor_plan_t* plan,
+                       maelys_execution_request_t* request,
+                       maelys_execution_t** out_execution, char** out_error) {
+  MAELYS__CHECK_OUT_ERROR(out_error);
+  if (out_execution == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                 "out_execution is NULL");
+  *out_execution = NULL;
+  const maelys__backend_entry_t* backend = NULL;
+  maelys_executor_result_t res =
+      spawn_checks(executor, plan, request, &backend, out_error);
+  if (res != MAELYS_EXECUTOR_OK)
+    return res;
+  maelys_execution_t* e =
+      execution_create(executor, backend, request, out_error);
+  if (e == NULL)
+    return MAELYS_EXECUTOR_ERR_MEMORY;
+  spawn_t s;
+  spawn_init(&s);
+  if ((res = spawn_prepare(e, &s, plan, request, out_error)) !=
+          MAELYS_EXECUTOR_OK ||
+      (res = spawn_descriptors(e, &s, out_error)) != MAELYS_EXECUTOR_OK ||
+      (res = spawn_ceilings(e, &s, plan, out_error)) != MAELYS_EXECUTOR_OK ||
+      (res = spawn_clone(e, &s, request, out_error)) != MAELYS_EXECUTOR_OK)
+    goto fail;
+  spawn_adopt(e, &s, request);
+  spawn_dispose(&s);
+  res = spawn_watch(e, plan, out_error);
+  if (res == MAELYS_EXECUTOR_OK)
+    *out_execution = e;
+  return res;
 
 fail:
-  layout_dispose(&layout);
-  if (status_pipe[0] >= 0)
-    close(status_pipe[0]);
-  if (status_pipe[1] >= 0)
-    close(status_pipe[1]);
-  if (lifeline[0] >= 0)
-    close(lifeline[0]);
-  if (lifeline[1] >= 0)
-    close(lifeline[1]);
-  maelys__cgroup_remove(&e->cgroup);
-  for (int i = 0; i < 2; i++)
-    if (e->terminals[i] != NULL)
-      maelys__tty_relay_close(e->terminals[i], NULL, NULL);
-  maelys__executor_launch_dispose(&launch);
-  free(fds);
-  for (int i = 0; i < 4; i++)
-    if (e->streams[i].fd >= 0)
-      close(e->streams[i].fd);
-  free(e->executable);
-  maelys__exec_free_vector(e->argv);
-  free(e->receipt_dir);
-  free(e->receipt_chain);
-  free(e->receipt_context);
-  sodium_memzero(e->receipt_key, sizeof e->receipt_key);
-  free(e);
+  spawn_dispose(&s);
+  execution_discard(e);
   return res;
 }

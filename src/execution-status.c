@@ -51,12 +51,12 @@ static void handle_event(maelys_execution_t* e,
   case MAELYS_BACKEND_EVENT_TREE_ROOT:
     if (e->root.pid <= 0 && ev->pid > 1) {
       if (maelys__proc_open_foreign(ev->pid, &e->root) == 0 &&
-          e->stop_phase >= STOP_FORCED)
+          e->stop >= STOP_FORCED)
         e->executor->proc_ops->signal(&e->root, SIGKILL);
     }
     break;
   case MAELYS_BACKEND_EVENT_READY:
-    if (e->ready || e->have_exit || e->launch_failed != NULL)
+    if (e->ready || e->report != REPORT_NONE)
       break;
     e->ready = true;
     if (e->pending_graceful) {
@@ -67,20 +67,22 @@ static void handle_event(maelys_execution_t* e,
   /* Invariant 19: only the first terminal line counts; anything after it
    * (whoever wrote it) changes nothing. */
   case MAELYS_BACKEND_EVENT_EXIT:
-    if (e->have_exit || e->launch_failed != NULL)
+    if (e->report != REPORT_NONE)
       break;
-    e->have_exit = true;
+    e->report = REPORT_EXIT;
     e->exit_code = ev->exit_code;
     e->term_signal = ev->term_signal;
     break;
   case MAELYS_BACKEND_EVENT_LAUNCH_FAILED:
-    if (e->have_exit || e->launch_failed != NULL)
+    if (e->report != REPORT_NONE)
       break;
     e->launch_failed = malloc(sizeof *e->launch_failed);
-    if (e->launch_failed != NULL)
+    if (e->launch_failed != NULL) {
       *e->launch_failed = *ev;
-    else
+      e->report = REPORT_LAUNCH_FAILED;
+    } else {
       append_diag(e, ev->message, strlen(ev->message));
+    }
     break;
   case MAELYS_BACKEND_EVENT_IDENTITY:
     if (!e->identity_set && !e->ready) {
@@ -159,7 +161,7 @@ void maelys__exec_on_status(uv_poll_t* poll, int status, int events) {
   if (maelys__exec_read_status(e)) {
     e->status_eof = true;
     uv_poll_stop(&e->status_poll);
-    if (e->main_reaped && maelys__exec_drained(e))
+    if (maelys__exec_reaped(e) && maelys__exec_drained(e))
       maelys__exec_finish(e);
   }
 }
@@ -167,6 +169,6 @@ void maelys__exec_on_status(uv_poll_t* poll, int status, int events) {
 void maelys__exec_on_terminal_done(maelys__tty_relay_t* relay, void* data) {
   maelys_execution_t* e = data;
   (void)relay;
-  if (e->main_reaped && maelys__exec_drained(e))
+  if (maelys__exec_reaped(e) && maelys__exec_drained(e))
     maelys__exec_finish(e);
 }

@@ -38,7 +38,7 @@ bool maelys__exec_wrapped(const maelys_execution_t* e) {
 void maelys__exec_signal_tree(maelys_execution_t* e) {
   if (e->root.pid > 0)
     e->executor->proc_ops->signal(&e->root, SIGTERM);
-  else if (!e->main_reaped)
+  else if (!maelys__exec_reaped(e))
     e->executor->proc_ops->signal(&e->proc, SIGTERM);
 }
 
@@ -52,7 +52,7 @@ static void send_graceful(maelys_execution_t* e) {
       e->pending_graceful = true;
     return;
   }
-  if (!e->main_reaped) {
+  if (!maelys__exec_reaped(e)) {
     e->executor->proc_ops->signal_group(e->proc.pid, SIGTERM);
     e->executor->proc_ops->signal(&e->proc, SIGTERM);
   }
@@ -65,7 +65,7 @@ static void send_forced(maelys_execution_t* e) {
   /* The group is signalled only while its leader is unreaped: until then its
    * id cannot name anyone else's group. It also reaches a sandbox child that
    * has not yet left the launcher's group. */
-  if (!e->main_reaped) {
+  if (!maelys__exec_reaped(e)) {
     e->executor->proc_ops->signal_group(e->proc.pid, SIGKILL);
     e->executor->proc_ops->signal(&e->proc, SIGKILL);
   }
@@ -73,22 +73,21 @@ static void send_forced(maelys_execution_t* e) {
 
 static void on_stop_timer(uv_timer_t* timer) {
   maelys_execution_t* e = timer->data;
-  if (e->finished)
+  if (maelys__exec_finished(e))
     return;
-  if (e->stop_phase == STOP_GRACEFUL) {
-    if (e->stop_graceful_only) {
-      e->stop_phase = STOP_IDLE;
-      e->pending_graceful = false;
-      maelys__exec_complete_stoppers(e, MAELYS_EXEC_STOPPED_STILL_RUNNING);
-      e->stop_result_set = false;
-      return;
-    }
-    e->stop_phase = STOP_FORCED;
+  if (e->stop == STOP_GRACEFUL_ONLY) {
+    e->stop = STOP_IDLE;
+    e->pending_graceful = false;
+    maelys__exec_complete_stoppers(e, MAELYS_EXEC_STOPPED_STILL_RUNNING);
+    /* Still running: a later stop starts afresh, and no result stands. */
+    e->stop_result = 0;
+  } else if (e->stop == STOP_GRACEFUL) {
+    e->stop = STOP_FORCED;
     send_forced(e);
     uv_timer_start(&e->stop_timer, on_stop_timer, e->force_ms, 0);
-  } else if (e->stop_phase == STOP_FORCED) {
+  } else if (e->stop == STOP_FORCED) {
     /* The tree outlived the force budget: reported, not waited for. */
-    e->stop_phase = STOP_CONTAINMENT;
+    e->stop = STOP_CONTAINMENT;
     maelys__exec_complete_stoppers(e, MAELYS_EXEC_STOPPED_CONTAINMENT_FAILED);
   }
 }
@@ -101,7 +100,6 @@ void maelys__exec_complete_stoppers(maelys_execution_t* e,
       s->result = result;
     }
   e->stop_result = result;
-  e->stop_result_set = true;
   maelys__exec_arm_dispatch(e);
 }
 
@@ -128,14 +126,14 @@ maelys_execution_stop(maelys_execution_t* e, maelys_execution_stop_mode_t mode,
     p = &(*p)->next;
   *p = s;
 
-  if (e->main_reaped) {
+  if (maelys__exec_reaped(e)) {
     /* Nothing runs any more. A stop that was in progress owns the result;
      * otherwise there was nothing to stop. */
-    if (e->finished || e->stop_phase == STOP_IDLE) {
+    if (maelys__exec_finished(e) || e->stop == STOP_IDLE) {
       s->done = true;
-      s->result = e->stop_result_set ? e->stop_result
-                                     : MAELYS_EXEC_STOPPED_ALREADY_EXITED;
-      if (!e->receipt_pending)
+      s->result = e->stop_result != 0 ? e->stop_result
+                                      : MAELYS_EXEC_STOPPED_ALREADY_EXITED;
+      if (e->phase != PHASE_WRITING)
         maelys__exec_arm_dispatch(e);
     }
     return MAELYS_EXECUTOR_OK;
@@ -144,27 +142,28 @@ maelys_execution_stop(maelys_execution_t* e, maelys_execution_stop_mode_t mode,
   /* Called from outside the loop's callbacks, the loop's cached time may be
    * stale; the budgets count from now. */
   uv_update_time(e->executor->loop);
-  switch (e->stop_phase) {
+  switch (e->stop) {
   case STOP_IDLE:
-    e->stop_result_set = false;
+    e->stop_result = 0;
     if (mode == MAELYS_EXEC_STOP_FORCED) {
-      e->stop_phase = STOP_FORCED;
+      e->stop = STOP_FORCED;
       send_forced(e);
       uv_timer_start(&e->stop_timer, on_stop_timer, e->force_ms, 0);
     } else {
-      e->stop_phase = STOP_GRACEFUL;
-      e->stop_graceful_only = mode == MAELYS_EXEC_STOP_GRACEFUL;
+      e->stop = mode == MAELYS_EXEC_STOP_GRACEFUL ? STOP_GRACEFUL_ONLY
+                                                  : STOP_GRACEFUL;
       send_graceful(e);
       uv_timer_start(&e->stop_timer, on_stop_timer, e->grace_ms, 0);
     }
     break;
+  case STOP_GRACEFUL_ONLY:
   case STOP_GRACEFUL:
     if (mode == MAELYS_EXEC_STOP_FORCED) {
-      e->stop_phase = STOP_FORCED;
+      e->stop = STOP_FORCED;
       send_forced(e);
       uv_timer_start(&e->stop_timer, on_stop_timer, e->force_ms, 0);
     } else if (mode == MAELYS_EXEC_STOP_GRACEFUL_THEN_FORCED) {
-      e->stop_graceful_only = false;
+      e->stop = STOP_GRACEFUL;
     }
     break;
   case STOP_FORCED:

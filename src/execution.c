@@ -133,9 +133,9 @@ static void on_terminal_closed(maelys__tty_relay_t* relay, void* data) {
 }
 
 void maelys__exec_begin_close(maelys_execution_t* e) {
-  if (e->closing || e->receipt_pending)
+  if (e->phase == PHASE_CLOSING || e->phase == PHASE_WRITING)
     return;
-  e->closing = true;
+  e->phase = PHASE_CLOSING;
   for (int i = 0; i < 2; i++)
     if (e->terminals[i] != NULL) {
       maelys__tty_relay_close(e->terminals[i], on_terminal_closed, e);
@@ -156,7 +156,7 @@ void maelys__exec_begin_close(maelys_execution_t* e) {
 static void on_dispatch(uv_timer_t* timer);
 
 void maelys__exec_arm_dispatch(maelys_execution_t* e) {
-  if (e->released || e->closing)
+  if (e->owner != OWNER_CALLER || e->phase == PHASE_CLOSING)
     return;
   if (!uv_is_active((uv_handle_t*)&e->dispatch_timer))
     uv_timer_start(&e->dispatch_timer, on_dispatch, 0, 0);
@@ -171,7 +171,7 @@ static void on_dispatch(uv_timer_t* timer) {
     stopper_t** p = &e->stoppers;
     while (*p != NULL && !(*p)->done)
       p = &(*p)->next;
-    if (*p == NULL || e->released)
+    if (*p == NULL || e->owner != OWNER_CALLER)
       break;
     stopper_t* s = *p;
     *p = s->next;
@@ -179,8 +179,8 @@ static void on_dispatch(uv_timer_t* timer) {
       s->cb(e, s->result, s->data);
     free(s);
   }
-  while (e->finished && !e->receipt_pending && e->waiters != NULL &&
-         !e->released) {
+  while (e->phase == PHASE_DONE && e->waiters != NULL &&
+         e->owner == OWNER_CALLER) {
     waiter_t* w = e->waiters;
     e->waiters = w->next;
     w->cb(e, &e->status, w->data);
@@ -208,7 +208,7 @@ maelys_executor_result_t maelys_execution_wait(maelys_execution_t* execution,
   while (*p != NULL)
     p = &(*p)->next;
   *p = w;
-  if (execution->finished && !execution->receipt_pending)
+  if (execution->phase == PHASE_DONE)
     maelys__exec_arm_dispatch(execution);
   return MAELYS_EXECUTOR_OK;
 }
@@ -299,10 +299,11 @@ maelys_executor_result_t maelys_execution_take_fd(maelys_execution_t* e,
 }
 
 void maelys_execution_release(maelys_execution_t* e) {
-  if (e == NULL || e->released)
+  if (e == NULL || e->owner != OWNER_CALLER)
     return;
-  e->released = true;
-  e->executor->live--;
+  bool running = !maelys__exec_finished(e);
+  e->owner = running ? OWNER_ORPHAN : OWNER_RELEASED;
+  maelys__executor_execution_released(e->executor, running ? &e->orphan : NULL);
   while (e->waiters) {
     waiter_t* w = e->waiters;
     e->waiters = w->next;
@@ -314,7 +315,7 @@ void maelys_execution_release(maelys_execution_t* e) {
     free(s);
   }
   uv_timer_stop(&e->dispatch_timer);
-  if (e->finished) {
+  if (!running) {
     maelys__exec_begin_close(e);
     return;
   }
@@ -338,9 +339,6 @@ void maelys_execution_release(maelys_execution_t* e) {
   for (int i = 0; i < 2; i++)
     if (e->terminals[i] != NULL)
       maelys__tty_relay_unref(e->terminals[i]);
-  e->orphaned = true;
-  e->orphan_next = e->executor->orphans;
-  e->executor->orphans = e;
 }
 
 /* --------------------------------------------------------------- query */
@@ -361,7 +359,7 @@ const char* maelys_execution_id(const maelys_execution_t* e) {
 }
 
 int maelys_execution_pid(const maelys_execution_t* e) {
-  return e && !e->main_reaped ? e->proc.pid : -1;
+  return e && !maelys__exec_reaped(e) ? e->proc.pid : -1;
 }
 
 maelys_executor_result_t maelys_execution_receipt(const maelys_execution_t* e,
@@ -375,7 +373,7 @@ maelys_executor_result_t maelys_execution_receipt(const maelys_execution_t* e,
   if (e == NULL)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                                  "execution is NULL");
-  if (!e->finished || e->receipt_json == NULL)
+  if (!maelys__exec_finished(e) || e->receipt_json == NULL)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
                                  "the execution has not ended yet");
   *out_json = maelys__executor_strdup(e->receipt_json);
