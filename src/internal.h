@@ -138,6 +138,11 @@ size_t maelys__executor_plan_writable_paths(const maelys_executor_plan_t* plan,
 
 /* Invariant 18: refuses a plan that makes a host system tree writable (by
  * name, and by identity for paths that exist). */
+/* writable-trees.c: refuses a writable `path` that holds a set-id file, a
+ * file with capabilities or a mount below it, or is a file with several
+ * names (invariants 17 and 18). */
+maelys_executor_result_t maelys__executor_check_writable_tree(const char* path,
+                                                              char** out_error);
 maelys_executor_result_t
 maelys__executor_check_system_trees(const maelys_executor_plan_t* plan,
                                     char** out_error);
