@@ -72,6 +72,7 @@ struct maelys_execution {
   char* executable;
   char** argv;
   char* receipt_dir;
+  int receipt_dirfd; /* opened once at spawn; -1 without receipts */
   uint64_t grace_ms, force_ms;
   unsigned launch_flags;
 
@@ -215,6 +216,8 @@ static void execution_free(maelys_execution_t* e) {
   free(e->executable);
   free_vector(e->argv);
   free(e->receipt_dir);
+  if (e->receipt_dirfd >= 0)
+    close(e->receipt_dirfd);
   free(e->status_message);
   free(e->diag);
   free(e->launch_failed);
@@ -417,8 +420,12 @@ static void on_stop_timer(uv_timer_t* timer) {
 static void on_receipt_work(uv_work_t* req) {
   maelys_execution_t* e = req->data;
   char* path = NULL;
-  int r = maelys__executor_receipt_write(e->receipt_dir, e->id, e->receipt_json,
-                                         &path);
+  int r = e->receipt_dirfd >= 0
+              ? maelys__executor_record_write_at(e->receipt_dirfd,
+                                                 e->receipt_dir, e->id, ".json",
+                                                 e->receipt_json, &path)
+              : maelys__executor_record_write(e->receipt_dir, e->id, ".json",
+                                              e->receipt_json, &path);
   e->receipt_errno = r < 0 ? -r : 0;
   e->receipt_path = path;
 }
@@ -1064,8 +1071,8 @@ check_request(maelys_executor_t* executor, const maelys_executor_plan_t* plan,
 /* Invariant 13: the receipt directory must lie outside every path the plan
  * makes writable. Both sides are compared after resolving symlinks. */
 static maelys_executor_result_t
-check_receipt_dir(const maelys_executor_plan_t* plan, const char* dir,
-                  char** out_error) {
+check_receipt_dir(const maelys_executor_plan_t* plan, int dirfd,
+                  const char* dir, char** out_error) {
   char resolved_dir[PATH_MAX];
   /* Resolve the deepest existing ancestor, then append the rest. */
   char probe[PATH_MAX];
@@ -1086,6 +1093,18 @@ check_receipt_dir(const maelys_executor_plan_t* plan, const char* dir,
   snprintf(full, sizeof full, "%s%s",
            strcmp(resolved_dir, "/") == 0 && suffix[0] ? "" : resolved_dir,
            suffix);
+  /* Once opened: the directory the descriptor holds, wherever a link swapped
+   * in since pointed. */
+  if (dirfd >= 0) {
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", dirfd);
+    ssize_t n = readlink(self, full, sizeof full - 1);
+    if (n <= 0)
+      return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                   "the receipt directory '%s': %s", dir,
+                                   n < 0 ? strerror(errno) : "no name");
+    full[n] = '\0';
+  }
   if (full[0] == '\0')
     snprintf(full, sizeof full, "/");
   const char* paths[2 * MAELYS_EXECUTOR_MAX_ENTRIES];
@@ -1203,29 +1222,40 @@ maelys_execution_spawn(maelys_executor_t* executor,
   if (plan->sealed)
     res = maelys__executor_check_system_trees(plan, out_error);
   if (res == MAELYS_EXECUTOR_OK && plan->sealed && request->receipt_dir != NULL)
-    res = check_receipt_dir(plan, request->receipt_dir, out_error);
+    res = check_receipt_dir(plan, -1, request->receipt_dir, out_error);
   /* A receipt that could not be written must never be silent: a directory
    * that cannot take one refuses the launch before anything runs. */
+  int receipt_dirfd = -1;
   if (res == MAELYS_EXECUTOR_OK && plan->sealed &&
       request->receipt_dir != NULL) {
-    int rr = maelys__executor_receipt_dir_ready(request->receipt_dir);
-    if (rr != 0)
+    receipt_dirfd = maelys__executor_receipt_dir_open(request->receipt_dir);
+    if (receipt_dirfd < 0)
       res = maelys__executor_fail(
           out_error, MAELYS_EXECUTOR_ERR_IO,
           "the receipt directory '%s' cannot take a receipt: %s",
-          request->receipt_dir, strerror(-rr));
+          request->receipt_dir, strerror(-receipt_dirfd));
+    else
+      res = check_receipt_dir(plan, receipt_dirfd, request->receipt_dir,
+                              out_error);
   }
   if (res == MAELYS_EXECUTOR_OK)
     res = check_request(executor, plan, request, &backend, out_error);
   if (res == MAELYS_EXECUTOR_OK && request->receipt_chain != NULL)
     res = check_receipt_chain(executor, request, out_error);
-  if (res != MAELYS_EXECUTOR_OK)
+  if (res != MAELYS_EXECUTOR_OK) {
+    if (receipt_dirfd >= 0)
+      close(receipt_dirfd);
     return res;
+  }
 
   maelys_execution_t* e = calloc(1, sizeof *e);
-  if (e == NULL)
+  if (e == NULL) {
+    if (receipt_dirfd >= 0)
+      close(receipt_dirfd);
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
                                  "out of memory creating an execution");
+  }
+  e->receipt_dirfd = receipt_dirfd;
   e->executor = executor;
   e->backend = backend;
   e->proc.watch_fd = -1;
@@ -1265,6 +1295,8 @@ maelys_execution_spawn(maelys_executor_t* executor,
     free(e->receipt_dir);
     free(e->receipt_chain);
     free(e->receipt_context);
+    if (receipt_dirfd >= 0)
+      close(receipt_dirfd);
     sodium_memzero(e->receipt_key, sizeof e->receipt_key);
     free(e);
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,

@@ -808,6 +808,43 @@ typedef struct probe_dirs {
 
 /* Removes everything below the directory `dir` (consumed), following no
  * symbolic link. */
+static void remove_tree(int dir);
+
+/* Removes a probe directory's contents, its lock file last: a registration
+ * killed while it cleans up (or sweeps) leaves a directory the next one
+ * still recognises as stale by its free lock, not one without a lock that
+ * would wait a minute. The test that kills registrations at every
+ * millisecond found that window. */
+static void remove_probe_tree(int dir) {
+  int copy = dup(dir);
+  DIR* d = fdopendir(dir);
+  if (d == NULL) {
+    close(dir);
+    if (copy >= 0)
+      close(copy);
+    return;
+  }
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+        strcmp(e->d_name, ".lock") == 0)
+      continue;
+    if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+      continue;
+    int sub = openat(dirfd(d), e->d_name,
+                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub >= 0) {
+      remove_tree(sub);
+      unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+    }
+  }
+  closedir(d);
+  if (copy >= 0) {
+    unlinkat(copy, ".lock", 0);
+    close(copy);
+  }
+}
+
 static void remove_tree(int dir) {
   DIR* d = fdopendir(dir);
   if (d == NULL) {
@@ -864,7 +901,7 @@ static void sweep_probe_dirs(const char* parent) {
       close(dir);
       continue;
     }
-    remove_tree(dir);
+    remove_probe_tree(dir);
     unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
   }
   closedir(d);
@@ -906,7 +943,7 @@ static void remove_probe_dirs(probe_dirs_t* d) {
   if (d->root[0] != '\0') {
     int dir = open(d->root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dir >= 0)
-      remove_tree(dir);
+      remove_probe_tree(dir);
     rmdir(d->root);
   }
   if (d->lock_fd >= 0)

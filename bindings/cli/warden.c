@@ -152,7 +152,9 @@ static int plan_for(const invocation_t* inv, maelys_executor_t* ex,
           : warden_build_plan(policy, plan, err) != 0)
     return -1;
   if (warden_receipt_dir(inv, receipts, PATH_MAX, err) != 0 ||
-      warden_state_dir(inv, state, sizeof state, err) != 0)
+      warden_state_dir(inv, state, sizeof state, err) != 0 ||
+      warden_written_check("--receipt-dir", receipts,
+                           "receipts are never written there", err) != 0)
     return -1;
   warden_protected_t protect = {.count = 0};
   warden_protect_defaults(&protect, state, NULL);
@@ -219,6 +221,18 @@ static int select_backend(maelys_executor_t* ex,
     bool fits = (need & ~proved) == 0;
     if (fits && host_root && strcmp(name, "bubblewrap") == 0)
       fits = false; /* it builds the root from binds; a host root is posix's */
+    /* posix confines nothing: it is never chosen for the user. A plan that
+     * requires nothing (say, one planted by an earlier run) would otherwise
+     * run the next program unconfined, as its caller. */
+    if (strcmp(name, "posix") == 0) {
+      strncat(reasons, reasons[0] ? "; " : "",
+              sizeof reasons - strlen(reasons) - 1);
+      strncat(reasons,
+              "posix confines nothing and is used only when asked for "
+              "(--backend posix)",
+              sizeof reasons - strlen(reasons) - 1);
+      continue;
+    }
     if (fits) {
       *chosen = name;
       return 0;
@@ -671,6 +685,10 @@ int warden_run(const invocation_t* inv) {
   }
   maelys_executor_string_free(digest);
 
+  /* Remembered before anything runs: an authority file or receipt
+   * directory below these paths is refused by every later run. */
+  if (warden_written_record(plan, &err) != 0)
+    goto fail;
   st.loop = loop;
   st.say = say;
   r = maelys_execution_spawn(ex, plan, req, &st.execution, &error);
@@ -896,6 +914,12 @@ int main(int argc, char** argv) {
     cli_invocation_free(&inv);
     return code;
   }
+  /* The state directory's record of where sandboxes wrote (written.c),
+   * for every check of an authority file; none when it cannot be named. */
+  char state[PATH_MAX];
+  cli_error_t ignored;
+  if (warden_state_dir(&inv, state, sizeof state, &ignored) == 0)
+    warden_written_use(state);
   int code;
   if (inv.help || strcmp(inv.cmd->id, "help") == 0)
     code = builtin(&inv);

@@ -138,6 +138,17 @@ int warden_receipt_dir(const invocation_t* inv, char* out, size_t size,
                        cli_error_t* err);
 /* mkdir -p with mode 0700 for what it creates. 0 or -1 (errno). */
 int warden_mkdir_private(const char* dir);
+
+/* written.c: where sandboxes could write, remembered in the state directory
+ * (invariant 18 across runs). warden_written_use() names the state
+ * directory; warden_written_check() refuses `path` (absolute, no link) at or
+ * below a path an earlier run made writable (outside what that run kept
+ * read-only), `what` saying what it would have been used for;
+ * warden_written_record() appends the plan's writable paths before a launch. */
+void warden_written_use(const char* state_dir);
+int warden_written_check(const char* option, const char* path, const char* what,
+                         cli_error_t* err);
+int warden_written_record(const maelys_executor_plan_t* plan, cli_error_t* err);
 /* registry.c: the user's running executions, `ps`, `stop` and `receipts`.
  * warden_registry_add() records a run that started (in
  * STATE_DIR/running/ID.json: this process's pid and start time, the
