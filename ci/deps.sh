@@ -8,6 +8,7 @@ packages=(
   libuv1-dev libseccomp-dev libcap-ng-dev libjansson-dev libsodium-dev
   libcmocka-dev bubblewrap valgrind util-linux procps
   python3 python3-jsonschema
+  openssl nodejs
   liburiparser-dev
 )
 

@@ -89,11 +89,12 @@ static const option_def_t o_rw = {
 static const option_def_t o_plan = {
     .name = "--plan",
     .summary = "A JSON plan in the executor's vocabulary "
-               "(maelys-executor-plan/1) instead of a built-in profile.",
+               "(maelys-executor-plan/1, what 'plan' prints) instead of a "
+               "profile.",
     .arg_name = "FILE",
     .kind = KIND_PATH,
     .conflicts = LIST("--ro", "--rw", "--policy", "--allow-read", "--deny",
-                      "--network")};
+                      "--network", "--allow-write", "--home")};
 static const option_def_t o_policy = {
     .name = "--policy",
     .summary =
@@ -102,8 +103,8 @@ static const option_def_t o_policy = {
         "Warden Policy adapter (when this program was built with it).",
     .arg_name = "FILE",
     .kind = KIND_PATH,
-    .conflicts =
-        LIST("--ro", "--rw", "--plan", "--allow-read", "--deny", "--network")};
+    .conflicts = LIST("--ro", "--rw", "--plan", "--allow-read", "--deny",
+                      "--network", "--allow-write", "--home")};
 static const option_def_t o_mediator = {
     .name = "--mediator",
     .summary = "The trusted mediator id a --policy with mediated network "
@@ -118,6 +119,32 @@ static const option_def_t o_policy_temp = {
     .arg_name = "DIR",
     .kind = KIND_PATH,
     .requires = LIST("--policy")};
+static const option_def_t o_profile = {
+    .name = "--profile",
+    .summary = "A named profile (maelys-warden-profile/1): NAME.json from "
+               "$XDG_CONFIG_HOME/maelys/profiles (default ~/.config), else "
+               "from the system profile directory. Options given on the line "
+               "add to its lists and override its single values.",
+    .arg_name = "NAME",
+    .kind = KIND_STRING,
+    .pattern = "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"};
+static const option_def_t o_allow_write = {
+    .name = "--allow-write",
+    .summary = "Also make PATH writable (refused as a writable workspace "
+               "would be: the root, /tmp, your home, the system trees, "
+               "maelys-warden's own files).",
+    .arg_name = "PATH",
+    .kind = KIND_PATH,
+    .repeatable = true,
+    .conflicts = LIST("--plan", "--policy")};
+static const option_def_t o_home = {
+    .name = "--home",
+    .summary = "A persistent private directory bound writable as HOME "
+               "(created 0700 when missing; yours and writable by nobody "
+               "else; never your home, the workspace or around it).",
+    .arg_name = "DIR",
+    .kind = KIND_PATH,
+    .conflicts = LIST("--plan", "--policy")};
 static const option_def_t o_workspace = {
     .name = "--workspace",
     .summary = "The workspace directory (the payload's working directory).",
@@ -140,7 +167,10 @@ static const option_def_t o_deny = {
     .conflicts = LIST("--plan")};
 static const option_def_t o_network = {
     .name = "--network",
-    .summary = "Network access of a built-in profile.",
+    .summary = "Network access. inherit also binds what names and TLS "
+               "need (resolv.conf, hosts, nsswitch.conf, the CA stores) and "
+               "passes SSL_CERT_FILE, SSL_CERT_DIR, NODE_EXTRA_CA_CERTS and "
+               "REQUESTS_CA_BUNDLE when set, with their files.",
     .arg_name = "MODE",
     .kind = KIND_CHOICE,
     .choices = network_choices,
@@ -265,10 +295,13 @@ static const option_def_t o_io = {
 
 static const option_def_t* const run_options[] = {&o_ro,
                                                   &o_rw,
+                                                  &o_profile,
                                                   &o_plan,
                                                   &o_workspace,
                                                   &o_allow_read,
+                                                  &o_allow_write,
                                                   &o_deny,
+                                                  &o_home,
                                                   &o_network,
                                                   &o_env,
                                                   &o_pass_env,
@@ -302,11 +335,11 @@ static const operand_def_t run_operands[] = {
 };
 
 static const constraint_def_t policy_constraints[] = {
-    {"exactly-one", LIST("--ro", "--rw", "--plan", "--policy")},
+    {"exactly-one", LIST("--ro", "--rw", "--profile", "--plan", "--policy")},
 };
 
 static const constraint_def_t run_constraints[] = {
-    {"exactly-one", LIST("--ro", "--rw", "--plan", "--policy")},
+    {"exactly-one", LIST("--ro", "--rw", "--profile", "--plan", "--policy")},
     {"at-most-one", LIST("--trace", "--quiet")},
     {"requires", LIST("--verbose-trace", "--trace")},
 };
@@ -319,15 +352,22 @@ static const example_def_t run_examples[] = {
      "Run a stdio MCP server that may only read the workspace."},
     {LIST("run", "--plan", "plan.json", "--wall-time", "10m", "--", "agent"),
      "Run an agent under a plan file, for at most ten minutes."},
+    {LIST("run", "--profile", "claude-code", "--", "claude"),
+     "Run Claude Code with its shipped profile: the workspace writable, the "
+     "network inherited, a persistent home."},
+    {LIST("run", "--rw", "--allow-write", "../build", "--home",
+          "~/.local/share/maelys/homes/tool", "--", "/usr/bin/make"),
+     "Also write ../build, and keep a home between runs."},
 };
 
 static const command_def_t cmd_run = {
     .id = "run",
     .word = "run",
     .usage =
-        "run (--ro | --rw | --plan FILE [--plan-digest DIGEST] | --policy "
-        "FILE [--mediator ID] [--policy-temp DIR]) [--workspace "
-        "DIR] [--allow-read PATH]... [--deny PATH]... [--network MODE] "
+        "run (--ro | --rw | --profile NAME | --plan FILE [--plan-digest "
+        "DIGEST] | --policy FILE [--mediator ID] [--policy-temp DIR]) "
+        "[--workspace DIR] [--allow-read PATH]... [--allow-write PATH]... "
+        "[--deny PATH]... [--home DIR] [--network MODE] "
         "[--tasks N] [--memory SIZE] [--cpu-time DURATION] [--open-files N] "
         "[--file-size SIZE] [--env NAME=VALUE]... [--pass-env NAME]... "
         "[--backend NAME] [--wall-time DURATION] [--grace DURATION] "
@@ -343,7 +383,7 @@ static const command_def_t cmd_run = {
     .constraints = run_constraints,
     .constraint_count = 3,
     .examples = run_examples,
-    .example_count = 3,
+    .example_count = 5,
     .output_schema = "{\"type\":\"object\"}",
     .details =
         "After the program starts, stdout carries only the program's bytes "
@@ -357,10 +397,13 @@ static const command_def_t cmd_run = {
 
 static const option_def_t* const plan_options[] = {&o_ro,
                                                    &o_rw,
+                                                   &o_profile,
                                                    &o_plan,
                                                    &o_workspace,
                                                    &o_allow_read,
+                                                   &o_allow_write,
                                                    &o_deny,
+                                                   &o_home,
                                                    &o_network,
                                                    &o_plan_digest,
                                                    &o_tasks,
@@ -380,26 +423,31 @@ static const example_def_t plan_examples[] = {
     {LIST("plan", "--rw", "--deny", "/etc/ssl/private"),
      "Show the sealed read-write profile with one path denied, and its "
      "digest."},
+    {LIST("plan", "--profile", "node-mcp"),
+     "Print the plan of the shipped node-mcp profile: redirected to a file, "
+     "it is what run --plan reads."},
 };
 
 static const command_def_t cmd_plan = {
     .id = "plan",
     .word = "plan",
-    .usage = "plan (--ro | --rw | --plan FILE [--plan-digest DIGEST] | "
-             "--policy FILE [--mediator ID] [--policy-temp DIR]) "
-             "[--workspace DIR] [--allow-read PATH]... [--deny PATH]... "
+    .usage = "plan (--ro | --rw | --profile NAME | --plan FILE "
+             "[--plan-digest DIGEST] | --policy FILE [--mediator ID] "
+             "[--policy-temp DIR]) [--workspace DIR] [--allow-read PATH]... "
+             "[--allow-write PATH]... [--deny PATH]... [--home DIR] "
              "[--network MODE] [--tasks N] [--memory SIZE] [--cpu-time "
              "DURATION] [--open-files N] [--file-size SIZE] [--receipt-dir "
              "DIR] [--state-dir DIR] [--backend NAME]",
     .purpose = "Build and seal the plan run would use, and print it with its "
-               "digest, without running anything.",
+               "digest, without running anything: the text rendering is a "
+               "plan file --plan accepts.",
     .effect = "read",
     .output_mode = "json-envelope",
     .options = plan_options,
     .constraints = policy_constraints,
     .constraint_count = 1,
     .examples = plan_examples,
-    .example_count = 1,
+    .example_count = 2,
     .output_schema =
         "{\"type\":\"object\",\"required\":[\"digest\",\"plan\","
         "\"required_capabilities\"],\"properties\":{\"digest\":{\"type\":"

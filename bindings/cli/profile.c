@@ -69,7 +69,7 @@ int warden_absolute(const char* path, char* out, size_t size) {
  * below a bound directory stays connectable (a read-only bind does not stop
  * connect()), so a readable directory may hold none within two levels. The
  * socket found, into `found`, or "". */
-static void find_socket(int dir, const char* prefix, int depth, char* found,
+void warden_find_socket(int dir, const char* prefix, int depth, char* found,
                         size_t size) {
   DIR* d = fdopendir(dir);
   if (d == NULL) {
@@ -91,7 +91,7 @@ static void find_socket(int dir, const char* prefix, int depth, char* found,
       char next[PATH_MAX];
       snprintf(next, sizeof next, "%.3000s/%.255s", prefix, e->d_name);
       if (sub >= 0)
-        find_socket(sub, next, depth - 1, found, size);
+        warden_find_socket(sub, next, depth - 1, found, size);
     }
   }
   closedir(d);
@@ -134,6 +134,10 @@ int warden_profile_plan(const warden_policy_t* policy,
   /* The minimal runtime (the library's list: executor.h). */
   if (r == MAELYS_EXECUTOR_OK)
     r = maelys_executor_plan_add_minimal_runtime(plan, &error);
+  /* An inherited network resolves names and verifies TLS (netfiles.c). */
+  if (r == MAELYS_EXECUTOR_OK && policy->network_inherit &&
+      warden_network_files(plan, err) != 0)
+    goto fail;
   if (r == MAELYS_EXECUTOR_OK)
     r = maelys_executor_plan_add_proc(plan, "/proc", &error);
   if (r == MAELYS_EXECUTOR_OK)
@@ -162,7 +166,7 @@ int warden_profile_plan(const warden_policy_t* policy,
       char sock[PATH_MAX] = "";
       int dir = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (dir >= 0)
-        find_socket(dir, path, 2, sock, sizeof sock);
+        warden_find_socket(dir, path, 2, sock, sizeof sock);
       if (sock[0] != '\0') {
         cli_fail(err, "ACCESS_DENIED",
                  "Allow a directory that holds no socket, or the files you "
@@ -184,6 +188,9 @@ int warden_profile_plan(const warden_policy_t* policy,
       goto fail;
     }
   }
+  /* --allow-write, --home and the CA files (profiles.c, netfiles.c). */
+  if (warden_extras_plan(policy, plan, err) != 0)
+    goto fail;
   for (size_t i = 0; i < policy->deny_count; i++) {
     char path[PATH_MAX];
     struct stat st;
@@ -258,7 +265,7 @@ int warden_file_plan(warden_policy_t* policy, maelys_executor_plan_t** out,
   if (r != MAELYS_EXECUTOR_OK) {
     cli_fail(err, "PROTOCOL_FAILED",
              "Write the plan in the maelys-executor-plan/1 format ('maelys-"
-             "warden plan --rw --field plan' prints one).",
+             "warden plan --rw > plan.json' writes one).",
              "--plan '%s': %s", policy->plan_file, error ? error : "invalid");
     maelys_executor_error_free(error);
     maelys_executor_plan_destroy(plan);
@@ -334,7 +341,7 @@ int warden_policy_from(const invocation_t* inv, warden_policy_t* policy,
       return cli_fail(err, "VALIDATION_FAILED", NULL,
                       "%s must be %s above zero", limits[i].option,
                       limits[i].what);
-  return 0;
+  return warden_extras_from(inv, policy, err);
 }
 
 int warden_build_plan(warden_policy_t* policy, maelys_executor_plan_t** out,

@@ -163,6 +163,8 @@ static int plan_for(const invocation_t* inv, maelys_executor_t* ex,
     warden_protect(&protect, "the plan file", policy->plan_path);
   if (policy->policy_file != NULL)
     warden_protect(&protect, "the policy file", policy->plan_path);
+  if (warden_extras_protect(policy, &protect, err) != 0)
+    return -1;
   return warden_check_protected(*plan, &protect, err);
 }
 
@@ -354,6 +356,7 @@ int warden_plan(const invocation_t* inv) {
   maelys_executor_destroy(ex, NULL);
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
+  warden_extras_release(&policy);
   if (failed) {
     err.command = "plan";
     maelys_executor_plan_destroy(plan);
@@ -366,11 +369,13 @@ int warden_plan(const invocation_t* inv) {
   maelys_executor_plan_to_json(plan, &json, NULL);
   maelys_executor_plan_required_capabilities(plan, &need, NULL);
   json_t* doc = json_loads(json, 0, NULL);
+  /* The text rendering is the plan file itself (its digest is a member):
+   * what --plan reads. */
   char* text = NULL;
-  size_t size = strlen(json) + strlen(digest) + 64;
+  size_t size = strlen(json) + 2;
   text = malloc(size);
   if (text)
-    snprintf(text, size, "digest %s\n%s\n", digest, json);
+    snprintf(text, size, "%s\n", json);
   int r = cli_emit_success(inv,
                            json_pack("{s:s, s:o, s:o}", "digest", digest,
                                      "plan", doc, "required_capabilities",
@@ -462,8 +467,8 @@ static void on_exit_status(maelys_execution_t* e,
 }
 
 static int base_env(maelys_execution_request_t* req, const invocation_t* inv,
-                    const say_t* say, char* path_out, size_t path_size,
-                    cli_error_t* err) {
+                    const warden_policy_t* policy, const say_t* say,
+                    char* path_out, size_t path_size, cli_error_t* err) {
   char* error = NULL;
   maelys_execution_request_set_environment_mode(req, MAELYS_EXEC_ENV_EXPLICIT,
                                                 NULL);
@@ -509,6 +514,10 @@ static int base_env(maelys_execution_request_t* req, const invocation_t* inv,
     if (strcmp(g->values[i], "PATH") == 0)
       snprintf(path_out, path_size, "%s", v);
   }
+  /* A named profile's entries, the CA variables, the persistent home. */
+  if (warden_extras_env(policy, req, names, &n, 256, path_out, path_size,
+                        err) != 0)
+    return -1;
   /* The profile's base only adds what the caller did not give: it never
    * replaces an entry (invariant 4). */
   static const char* const base[][2] = {
@@ -596,7 +605,7 @@ int warden_run(const invocation_t* inv) {
       plan_for(inv, ex, &policy, &plan, receipts, &err) != 0)
     goto fail;
   if (maelys_execution_request_create(&req, NULL) != MAELYS_EXECUTOR_OK ||
-      base_env(req, inv, &say, path, sizeof path, &err) != 0 ||
+      base_env(req, inv, &policy, &say, path, sizeof path, &err) != 0 ||
       resolve_program(inv->operands[0], path, program, sizeof program, &err) !=
           0)
     goto fail;
@@ -788,6 +797,7 @@ int warden_run(const invocation_t* inv) {
   uv_loop_close(loop);
   maelys_execution_request_destroy(req);
   maelys_executor_plan_destroy(plan);
+  warden_extras_release(&policy);
   return code;
 
 fail:
@@ -802,6 +812,7 @@ fail:
   uv_loop_close(loop);
   maelys_execution_request_destroy(req);
   maelys_executor_plan_destroy(plan);
+  warden_extras_release(&policy);
   return 1;
 }
 

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "maelys/executor.h"
+#include "profiles.h"
 
 /* HOME inside the built-in profiles: a directory of the private /tmp. */
 #define WARDEN_HOME "/tmp/home"
@@ -39,6 +40,9 @@ typedef struct warden_policy {
   /* Ceilings and per-process limits (0: the profile's default, or none). */
   uint64_t tasks, memory, cpu_seconds, open_files, file_size;
   bool memory_proved; /* the backend proved limit_memory: default it */
+  /* --profile, --allow-write, --home and the inherited network's files
+   * (profiles.h); freed by warden_extras_release(). */
+  struct warden_extras* extras;
 } warden_policy_t;
 
 /* policy-file.c: --policy. warden_policy_plan() reads the MIR file as an
@@ -61,7 +65,7 @@ typedef struct warden_protected_item {
   char path[PATH_MAX];
 } warden_protected_item_t;
 typedef struct warden_protected {
-  warden_protected_item_t items[16];
+  warden_protected_item_t items[64];
   size_t count;
 } warden_protected_t;
 
