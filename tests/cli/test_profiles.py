@@ -548,7 +548,8 @@ class Profiles(WardenCase):
         text = json.dumps(run)
         for want in ("--profile", "--allow-write", "--home"):
             self.assertIn('"%s"' % want, text)
-        self.assertIn('["--ro", "--rw", "--profile", "--plan"]', text)
+        self.assertIn('["--ro", "--rw", "--profile", "--plan", "--policy"]',
+                      text)
         helptext = self.warden("run", "--help",
                                env=self.env(MAELYS_CLI_FORMAT="text")).stdout
         self.assertIn(b"--profile NAME", helptext)
