@@ -857,6 +857,20 @@ int warden_extras_protect(const warden_policy_t* policy,
   const warden_extras_t* x = policy->extras;
   if (x == NULL)
     return 0;
+  /* Both directories profiles are read from, on every run, whether or not it
+   * uses a profile: a file the payload of a run started by a user writes is
+   * that user's, so the owner check cannot tell a planted profile from a
+   * real one; only never letting a run write there can (invariant 18). An
+   * invalid system directory is never read, so there is nothing to keep. */
+  char dirs[2][PATH_MAX];
+  cli_error_t ignored = {0};
+  if (profile_dirs(dirs, &ignored) == 0) {
+    if (dirs[0][0] != '\0' &&
+        protect_one(list, "the user's profile directory", dirs[0], err) != 0)
+      return -1;
+    if (protect_one(list, "the system profile directory", dirs[1], err) != 0)
+      return -1;
+  }
   if (x->profile_path[0] != '\0' &&
       (protect_one(list, "the profile file", x->profile_path, err) != 0 ||
        protect_one(list, "the profile directory", x->profile_dir, err) != 0))

@@ -415,6 +415,43 @@ class Profiles(WardenCase):
                        "scope": "recursive-directory"}, plan["rules"])
         self.assertNotIn(home, [r["path"] for r in plan["rules"]])
 
+    def test_profile_directories_are_never_writable(self):
+        """Both directories profiles are read from are never writable, on
+        every run (with a profile or not): otherwise the payload of one run
+        could plant the profile a later run reads as its authority (a file a
+        user-run sandbox writes is the user's, so the owner check alone
+        cannot tell)."""
+        system = os.path.join(self.outside, "sys", "profiles")
+        os.makedirs(system)
+        config = os.path.join(self.outside, "cfg")
+        os.makedirs(os.path.join(config, "maelys", "profiles"))
+        env = self.env(MAELYS_WARDEN_SYSTEM_PROFILES=system,
+                       XDG_CONFIG_HOME=config)
+        marker = os.path.join(self.ws, "ran")
+        around = os.path.join(self.outside, "sys")
+        for args in (["--rw", "--allow-write", around],
+                     ["--rw", "--allow-write", system],
+                     ["--rw", "--home", around],
+                     ["--rw", "--workspace", around],
+                     ["--rw", "--allow-write", config]):
+            for cmd in ("run", "plan"):
+                tail = ["--", "/bin/sh", "-c", "touch %s" % marker] \
+                    if cmd == "run" else []
+                err = self.failure(self.warden(cmd, *args, *tail, env=env),
+                                   "ACCESS_DENIED")
+                self.assertRegex(err["message"],
+                                 "profile directory|configuration directory")
+                self.assertFalse(os.path.exists(marker), args)
+        # A directory next to them stays usable.
+        beside = os.path.join(self.outside, "beside")
+        os.makedirs(beside)
+        p = self.warden("run", "--rw", "--allow-write", beside, "--io",
+                        "stdio", "--", "/bin/sh", "-c",
+                        "echo ok > %s/f && cat %s/f" % (beside, beside),
+                        env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, b"ok\n")
+
     def test_profile_protected_paths(self):
         precious = os.path.join(self.outside, "precious")
         os.makedirs(precious)
