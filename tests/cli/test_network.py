@@ -123,6 +123,39 @@ class NetworkInherit(WardenCase):
         self.assertRegex(getent, r"(127\.0\.0\.1|::1)\s+localhost")
         self.assertTrue("127.0.0.1" in py or "::1" in py, py)
 
+    def test_resolver_files_and_ca_stores_are_the_hosts(self):
+        """The files name resolution and TLS read are the host's own, and
+        every loopback name /etc/hosts gives (not only localhost, which a
+        resolver may know by itself) resolves inside through nsswitch."""
+        files = [f for f in ("/etc/resolv.conf", "/etc/hosts",
+                             "/etc/nsswitch.conf", "/etc/host.conf",
+                             "/etc/gai.conf", "/etc/services",
+                             "/etc/protocols",
+                             "/etc/ssl/certs/ca-certificates.crt",
+                             "/etc/pki/tls/certs/ca-bundle.crt")
+                 if os.path.isfile(f)]
+        self.assertIn("/etc/hosts", files)
+        names = []
+        with open("/etc/hosts") as f:
+            for line in f:
+                words = line.split("#", 1)[0].split()
+                if len(words) >= 2 and (words[0].startswith("127.") or
+                                        words[0] == "::1"):
+                    names += [(words[0], n) for n in words[1:]]
+        self.assertTrue(names, "no loopback name in /etc/hosts")
+        script = "".join("echo '=== %s'; cat %s; " % (f, f) for f in files)
+        script += "".join("echo '=== %s'; getent ahosts %s; " % (n, n)
+                          for _, n in names)
+        p = self.sh(script)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        parts = p.stdout.decode().split("=== ")[1:]
+        got = dict(part.split("\n", 1) for part in parts)
+        for path in files:
+            with open(path) as f:
+                self.assertEqual(got[path], f.read(), path)
+        for address, name in names:
+            self.assertIn(address, got[name].split(), name)
+
     def test_network_none_binds_no_resolver(self):
         """Without a network, there is nothing to resolve with: the
         resolver configuration stays out (the hosts file is part of the

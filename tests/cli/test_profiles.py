@@ -217,6 +217,11 @@ class Profiles(WardenCase):
             (shared, self.ws, "0770"),
             ("/tmp", self.ws, "/tmp"),
         ]
+        # The password database's home, when it is not $HOME.
+        import pwd
+        db_home = pwd.getpwuid(os.geteuid()).pw_dir
+        if os.path.isdir(db_home) and db_home != self.tmp:
+            cases.append((db_home, self.ws, "home"))
         if os.geteuid() == 0:
             theirs = os.path.join(self.outside, "theirs")
             os.makedirs(theirs, mode=0o700)
@@ -230,6 +235,24 @@ class Profiles(WardenCase):
             self.assertFalse(os.path.exists(marker), path)
             self.assertFalse(os.path.exists(os.path.join(nested, "ran")))
         self.assertFalse(os.path.exists(os.path.join(link, "below")))
+        # A directory that holds the real home (HOME below it).
+        around = os.path.join(self.outside, "around")
+        real_home = os.path.join(around, "me")
+        os.makedirs(real_home, mode=0o700)
+        err = self.failure(self.warden("run", "--rw", "--home", around, "--",
+                                       "/bin/sh", "-c", "touch ran",
+                                       env=self.env(HOME=real_home)),
+                           "ACCESS_DENIED")
+        self.assertIn("holds your home", err["message"])
+        self.assertFalse(os.path.exists(marker))
+        # A profile's "home": "~" is the real home too.
+        self.profile(self.user_dir, "tilde-home", {"extends": "rw",
+                                                   "home": "~"})
+        err = self.failure(self.warden("run", "--profile", "tilde-home", "--",
+                                       "/bin/sh", "-c", "touch ran"),
+                           "ACCESS_DENIED")
+        self.assertIn("home", err["message"])
+        self.assertFalse(os.path.exists(marker))
 
     # ------------------------------------------------------------- lookup
 
