@@ -628,8 +628,9 @@ static int resolve_writes(const warden_policy_t* policy, const char** given,
 /* Creates the missing components of `path` (absolute, physical, checked) as
  * 0700 directories, one descriptor at a time, never following a link: one
  * planted since the check makes the creation fail rather than land
- * elsewhere. */
-static int make_home(const char* shown, const char* path, cli_error_t* err) {
+ * elsewhere. The first directory it made goes to `created` ("" if none). */
+static int make_home(const char* path, char* created, size_t size) {
+  created[0] = '\0';
   int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
   const char* p = path;
   while (dir >= 0) {
@@ -639,8 +640,10 @@ static int make_home(const char* shown, const char* path, cli_error_t* err) {
       break;
     char name[NAME_MAX + 1];
     size_t n = strcspn(p, "/");
-    if (n > NAME_MAX)
+    if (n > NAME_MAX) {
+      errno = ENAMETOOLONG;
       break;
+    }
     memcpy(name, p, n);
     name[n] = '\0';
     p += n;
@@ -649,6 +652,8 @@ static int make_home(const char* shown, const char* path, cli_error_t* err) {
     if (next < 0 && errno == ENOENT) {
       if (mkdirat(dir, name, 0700) != 0 && errno != EEXIST)
         break;
+      if (created[0] == '\0')
+        snprintf(created, size, "%.*s", (int)(p - path), path);
       next = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       /* Exactly 0700, whatever the umask. */
       if (next >= 0 && fchmod(next, 0700) != 0) {
@@ -663,16 +668,57 @@ static int make_home(const char* shown, const char* path, cli_error_t* err) {
     int e = errno;
     if (dir >= 0)
       close(dir);
-    return cli_fail(err, "IO_FAILED", NULL,
-                    "--home '%s': cannot create '%s': %s", shown, path,
-                    strerror(e));
+    errno = e;
+    return -1;
   }
   close(dir);
   return 0;
 }
 
-static int resolve_home(const invocation_t* inv, warden_policy_t* policy,
-                        const char* given, cli_error_t* err) {
+int warden_home_create(warden_policy_t* policy, cli_error_t* err) {
+  warden_extras_t* x = policy->extras;
+  if (x == NULL || !x->home_missing)
+    return 0;
+  if (make_home(x->home, x->home_created, sizeof x->home_created) != 0) {
+    int e = errno;
+    warden_home_abandon(policy);
+    return cli_fail(err, "IO_FAILED", NULL, "--home: cannot create '%s': %s",
+                    x->home, strerror(e));
+  }
+  return 0;
+}
+
+void warden_home_started(const invocation_t* inv,
+                         const warden_policy_t* policy) {
+  const warden_extras_t* x = policy->extras;
+  if (x != NULL && x->home_created[0] != '\0' && !cli_flag(inv, "--quiet"))
+    fprintf(stderr,
+            WARDEN_PROGRAM ": created the home directory '%s' (mode 0700); "
+                           "it persists between runs\n",
+            x->home);
+}
+
+/* Removes, deepest first, the directories warden_home_create() made, up to
+ * the first one it made: each is empty unless someone else wrote in it since,
+ * and then rmdir leaves it (and those above it) alone. */
+void warden_home_abandon(warden_policy_t* policy) {
+  warden_extras_t* x = policy->extras;
+  if (x == NULL || x->home_created[0] == '\0')
+    return;
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", x->home);
+  size_t top = strlen(x->home_created);
+  while (strlen(dir) >= top && rmdir(dir) == 0) {
+    char* slash = strrchr(dir, '/');
+    if (slash == NULL || slash == dir)
+      break;
+    *slash = '\0';
+  }
+  x->home_created[0] = '\0';
+}
+
+static int resolve_home(warden_policy_t* policy, const char* given,
+                        cli_error_t* err) {
   warden_extras_t* x = policy->extras;
   const char* hint = "Give --home a directory of its own, outside the "
                      "workspace, e.g. ~/.local/share/maelys/homes/NAME.";
@@ -716,17 +762,9 @@ static int resolve_home(const invocation_t* inv, warden_policy_t* policy,
   if (check_ancestors("--home", given, phys, err) != 0)
     return -1;
   snprintf(x->home, sizeof x->home, "%s", phys);
-  /* `plan` shows what a run would do and creates nothing. */
-  if (!exists && strcmp(inv->cmd->id, "run") == 0) {
-    if (make_home(given, phys, err) != 0)
-      return -1;
-    x->home_created = true;
-    if (!cli_flag(inv, "--quiet"))
-      fprintf(stderr,
-              WARDEN_PROGRAM ": created the home directory '%s' (mode 0700); "
-                             "it persists between runs\n",
-              phys);
-  }
+  /* Created by `run` just before the spawn (warden_home_create), once every
+   * check, the library's included, had its say; `plan` creates nothing. */
+  x->home_missing = !exists;
   return 0;
 }
 
@@ -775,7 +813,7 @@ int warden_extras_from(const invocation_t* inv, warden_policy_t* policy,
   writes = NULL;
   const char* home =
       cli_value(inv, "--home") ? cli_value(inv, "--home") : rd.home;
-  if (home != NULL && resolve_home(inv, policy, home, err) != 0)
+  if (home != NULL && resolve_home(policy, home, err) != 0)
     return -1;
   if (name != NULL && check_profile_place(policy, err) != 0)
     return -1;

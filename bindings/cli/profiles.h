@@ -63,7 +63,10 @@ typedef struct warden_extras {
   size_t write_count;
   /* --home (or the profile's), physical; "" when none. */
   char home[PATH_MAX];
-  bool home_created;
+  bool home_missing; /* to be created by warden_home_create() */
+  /* The first directory warden_home_create() made (the top of what it
+   * made), or "": what warden_home_abandon() removes. */
+  char home_created[PATH_MAX];
   /* The inherited network's CA variables that were set. */
   warden_ca_var_t ca[4];
   size_t ca_count;
@@ -80,6 +83,16 @@ typedef struct warden_extras {
  * and the inherited network's CA variables. */
 int warden_extras_from(const invocation_t* inv, struct warden_policy* policy,
                        cli_error_t* err);
+/* The persistent home is created only for a run that starts: `run` calls
+ * warden_home_create() just before the spawn (0700, each missing component,
+ * never through a link), then warden_home_started() when the payload started
+ * (which says on stderr that it was created), or warden_home_abandon() when
+ * the spawn was refused (which removes what was created: a refused run leaves
+ * nothing on disk). */
+int warden_home_create(struct warden_policy* policy, cli_error_t* err);
+void warden_home_started(const invocation_t* inv,
+                         const struct warden_policy* policy);
+void warden_home_abandon(struct warden_policy* policy);
 /* Frees what warden_extras_from() made. */
 void warden_extras_release(struct warden_policy* policy);
 /* Adds the writable paths and the home to a built-in profile's plan (before

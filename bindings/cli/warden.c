@@ -700,8 +700,11 @@ int warden_run(const invocation_t* inv) {
     goto fail;
   st.loop = loop;
   st.say = say;
+  if (warden_home_create(&policy, &err) != 0)
+    goto fail;
   r = maelys_execution_spawn(ex, plan, req, &st.execution, &error);
   if (r != MAELYS_EXECUTOR_OK) {
+    warden_home_abandon(&policy);
     cli_fail(&err, error_code_for(r),
              r == MAELYS_EXECUTOR_ERR_DENIED
                  ? "Choose a --receipt-dir (and paths) the sandbox cannot "
@@ -710,6 +713,7 @@ int warden_run(const invocation_t* inv) {
              "%s", error ? error : "");
     goto fail;
   }
+  warden_home_started(inv, &policy);
   trace(&say, "execution %s, launcher pid %d",
         maelys_execution_id(st.execution), maelys_execution_pid(st.execution));
   warden_registry_add(inv, st.execution, program, policy.workspace, backend,

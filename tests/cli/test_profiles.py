@@ -192,6 +192,46 @@ class Profiles(WardenCase):
                        "scope": "recursive-directory"}, plan["rules"])
         self.assertFalse(os.path.exists(other))
 
+    def test_a_refused_run_creates_no_home(self):
+        """The home is created only for a run that starts: a run refused at
+        any step (maelys-warden's checks, the library's system trees, a
+        receipt directory that cannot take a receipt) leaves nothing on
+        disk (invariant 22), and says nothing about a home."""
+        marker = os.path.join(self.ws, "ran")
+        blocker = os.path.join(self.outside, "not-a-dir")
+        with open(blocker, "w") as f:
+            f.write("x")
+        cases = [
+            (os.path.join(self.outside, "h1", "deep", "home"),
+             ["--allow-write", self.state], "ACCESS_DENIED"),
+            (os.path.join(self.outside, "h2", "home"),
+             ["--receipt-dir", os.path.join(blocker, "receipts")],
+             "IO_FAILED"),
+        ]
+        if os.geteuid() == 0:
+            # Only root could create it; the library refuses it at spawn.
+            cases.append(("/etc/maelys-test-home-%d" % os.getpid(), [],
+                          "ACCESS_DENIED"))
+        for home, extra, code in cases:
+            p = self.warden("run", "--rw", "--home", home, *extra, "--",
+                            "/bin/sh", "-c", "touch ran")
+            self.failure(p, code)
+            self.assertNotIn(b"created the home", p.stderr, home)
+            self.assertFalse(os.path.exists(marker), home)
+            top = home if home.startswith("/etc/") else os.path.join(
+                self.outside, os.path.relpath(home, self.outside).split(
+                    os.sep)[0])
+            self.assertFalse(os.path.exists(top), top)
+        # An existing part of the path is left as it was.
+        kept = os.path.join(self.outside, "kept")
+        os.makedirs(kept, mode=0o755)
+        p = self.warden("run", "--rw", "--home", os.path.join(kept, "a", "b"),
+                        "--receipt-dir", os.path.join(blocker, "r"), "--",
+                        "/bin/true")
+        self.failure(p, "IO_FAILED")
+        self.assertEqual(os.listdir(kept), [])
+        self.assertEqual(stat.S_IMODE(os.stat(kept).st_mode), 0o755)
+
     def test_home_refusals(self):
         marker = os.path.join(self.ws, "ran")
         link = os.path.join(self.tmp, "home-link-%d" % Profiles.counter)
