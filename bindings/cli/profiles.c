@@ -19,6 +19,7 @@
  * by them, writable by nobody else, never their real home, never the
  * workspace or inside it or around it.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -540,6 +541,45 @@ static int load_profile(reader_t* rd, const char* name) {
   /* The document's strings (env, pass-env) live as long as the policy. */
   x->doc = doc;
   return read_profile(rd, doc);
+}
+
+static int compare_names(const void* a, const void* b) {
+  return strcmp(*(char* const*)a, *(char* const*)b);
+}
+
+void warden_profile_candidates(const char* prefix, json_t* records) {
+  char dirs[2][PATH_MAX];
+  cli_error_t ignored = {0};
+  if (profile_dirs(dirs, &ignored) != 0)
+    dirs[1][0] = '\0';
+  char* names[512];
+  size_t count = 0;
+  for (size_t i = 0; i < 2; i++) {
+    DIR* d = dirs[i][0] != '\0' ? opendir(dirs[i]) : NULL;
+    struct dirent* e;
+    while (d != NULL && (e = readdir(d)) != NULL &&
+           count < sizeof names / sizeof names[0]) {
+      size_t n = strlen(e->d_name);
+      /* What --profile accepts: [A-Za-z0-9][A-Za-z0-9_-]{0,63}. */
+      if (n <= 5 || n - 5 > 64 || strcmp(e->d_name + n - 5, ".json") != 0 ||
+          strspn(e->d_name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu"
+                            "vwxyz0123456789_-") != n - 5 ||
+          e->d_name[0] == '_' || e->d_name[0] == '-' ||
+          strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+        continue;
+      char* name = strndup(e->d_name, n - 5);
+      if (name != NULL)
+        names[count++] = name;
+    }
+    if (d != NULL)
+      closedir(d);
+  }
+  qsort(names, count, sizeof names[0], compare_names);
+  for (size_t i = 0; i < count; i++)
+    if (i == 0 || strcmp(names[i], names[i - 1]) != 0)
+      json_array_append_new(records, json_pack("{s:s}", "word", names[i]));
+  for (size_t i = 0; i < count; i++)
+    free(names[i]);
 }
 
 /* The profile was found where a sandbox may write: refused (invariant 18).

@@ -93,6 +93,11 @@ int warden_home_create(struct warden_policy* policy, cli_error_t* err);
 void warden_home_started(const invocation_t* inv,
                          const struct warden_policy* policy);
 void warden_home_abandon(struct warden_policy* policy);
+/* Shell completion of --profile NAME: appends {"word": NAME} to `records`
+ * for each NAME.json of the user's and the system profile directory whose
+ * name starts with `prefix` (each name once, sorted). Only names are
+ * listed; nothing is read. */
+void warden_profile_candidates(const char* prefix, json_t* records);
 /* Frees what warden_extras_from() made. */
 void warden_extras_release(struct warden_policy* policy);
 /* Adds the writable paths and the home to a built-in profile's plan (before

@@ -865,6 +865,18 @@ static int builtin(const invocation_t* inv) {
   }
   if (strcmp(id, "complete.candidates") == 0) {
     json_t* data = cli_complete(inv->operands, inv->operand_count);
+    /* --profile NAME: the names of the profile directories (profiles.c). */
+    size_t n = inv->operand_count;
+    bool program_words = false;
+    for (size_t i = 0; i + 1 < n; i++)
+      program_words = program_words || strcmp(inv->operands[i], "--") == 0;
+    if (n >= 2 && !program_words &&
+        strcmp(inv->operands[n - 2], "--profile") == 0) {
+      json_t* records = json_object_get(data, "records");
+      warden_profile_candidates(inv->operands[n - 1], records);
+      json_object_set_new(data, "count",
+                          json_integer((json_int_t)json_array_size(records)));
+    }
     char text[16384] = "";
     size_t i;
     json_t* rec;

@@ -660,6 +660,32 @@ class Profiles(WardenCase):
                      "SSL_CERT_FILE", "resolv.conf", "maelys/profiles"):
             self.assertIn(want, man)
 
+    def test_completion(self):
+        """The shell completion offers the new options, and --profile's
+        names from both directories (each once; a file that is not a valid
+        name is not offered)."""
+        def words(*typed):
+            p = self.warden("__complete", "--", *typed,
+                            env=self.env(MAELYS_CLI_FORMAT="text"))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return p.stdout.decode().split()
+        self.assertIn("--allow-write", words("run", "--allow-"))
+        self.assertEqual(words("run", "--hom"), ["--home"])
+        self.assertIn("--profile", words("plan", "--pro"))
+        self.profile(self.user_dir, "mine", {"extends": "ro"})
+        self.profile(self.user_dir, "codex", {"extends": "rw"})
+        self.profile(self.system_dir, "codex", {"extends": "rw"})
+        self.profile(self.system_dir, "claude-code", {"extends": "rw"})
+        self.profile(self.system_dir, "not.valid", {"extends": "rw"})
+        with open(os.path.join(self.system_dir, "README"), "w") as f:
+            f.write("not a profile\n")
+        self.assertEqual(words("run", "--profile", ""),
+                         ["claude-code", "codex", "mine"])
+        self.assertEqual(words("plan", "--profile", "c"),
+                         ["claude-code", "codex"])
+        # After the program's "--", the words are the program's.
+        self.assertNotIn("codex", words("run", "--rw", "--", "--profile", ""))
+
     # ------------------------------------------------------- plan files
 
     def test_plan_prints_a_plan_file(self):
