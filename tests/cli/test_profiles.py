@@ -724,6 +724,53 @@ class Profiles(WardenCase):
         jsonschema.validate(self.envelope(p.stdout)["data"]["plan"],
                             self.plan_schema)
 
+    def test_plan_schema_covers_every_member(self):
+        """A plan file using every member and every kind the format has
+        (mediated network, channels, decision digest, ephemeral root,
+        unlimited rlimits, each mount kind) is read by --plan, printed back
+        by plan, and what is printed validates against the schema."""
+        writable = os.path.join(self.outside, "w")
+        os.makedirs(writable)
+        doc = {
+            "format": "maelys-executor-plan/1",
+            "mounts": [
+                {"kind": "ro-bind", "source": "/usr", "destination": "/usr",
+                 "missing": "skip"},
+                {"kind": "bind", "source": writable, "destination": "/work",
+                 "missing": "create"},
+                {"kind": "tmpfs", "destination": "/tmp", "size": 1 << 20},
+                {"kind": "proc", "destination": "/proc"},
+                {"kind": "dev", "destination": "/dev"},
+                {"kind": "symlink", "target": "usr/bin",
+                 "destination": "/bin"},
+                {"kind": "dir", "destination": "/scratch"}],
+            "rules": [
+                {"path": writable, "access": "write",
+                 "scope": "recursive-directory"},
+                {"path": os.path.join(writable, "secret"), "access": "deny",
+                 "scope": "literal-file"}],
+            "network": {"mode": "mediated",
+                        "destinations": [{"host": "example.org",
+                                          "port": 443}],
+                        "mediator": "maelys-egress.fd4"},
+            "root": {"disposition": "ephemeral-write", "scratch": 1 << 20},
+            "required_capabilities": ["seccomp", "pid_namespace"],
+            "process_tree_required": True,
+            "rlimits": {"cpu": {"soft": 10, "hard": 20},
+                        "core": {"soft": 0, "hard": "unlimited"}},
+            "limits": {"tasks": 100, "memory": 1 << 30},
+            "decision_digest": "sha256:" + "0123456789abcdef" * 4,
+            "channels": [{"fd": 4, "name": "egress"}],
+        }
+        jsonschema.validate(doc, self.plan_schema)
+        path = os.path.join(self.outside, "full.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        plan = self.plan_of("--plan", path)
+        for member in ("network", "root", "rlimits", "limits",
+                       "decision_digest", "channels", "mounts", "rules"):
+            self.assertEqual(plan[member], doc[member], member)
+
     def test_plan_schema_is_strict(self):
         good = json.loads(self.warden(
             "plan", "--ro", env=self.env(MAELYS_CLI_FORMAT="text")).stdout)
