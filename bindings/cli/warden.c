@@ -694,14 +694,17 @@ int warden_run(const invocation_t* inv) {
   }
   maelys_executor_string_free(digest);
 
-  /* Remembered before anything runs: an authority file or receipt
-   * directory below these paths is refused by every later run. */
-  if (warden_written_record(plan, &err) != 0)
-    goto fail;
-  st.loop = loop;
-  st.say = say;
+  /* The home is made first, so that its record carries its identity. */
   if (warden_home_create(&policy, &err) != 0)
     goto fail;
+  /* Remembered before anything runs: an authority file or receipt
+   * directory below these paths is refused by every later run. */
+  if (warden_written_record(plan, &err) != 0) {
+    warden_home_abandon(&policy);
+    goto fail;
+  }
+  st.loop = loop;
+  st.say = say;
   r = maelys_execution_spawn(ex, plan, req, &st.execution, &error);
   if (r != MAELYS_EXECUTOR_OK) {
     warden_home_abandon(&policy);
