@@ -356,7 +356,7 @@ static const example_def_t run_examples[] = {
      "Run Claude Code with its shipped profile: the workspace writable, the "
      "network inherited, a persistent home."},
     {LIST("run", "--rw", "--allow-write", "../build", "--home",
-          "~/.local/share/maelys/homes/tool", "--", "/usr/bin/make"),
+          "~/maelys-homes/tool", "--", "/usr/bin/make"),
      "Also write ../build, and keep a home between runs."},
 };
 

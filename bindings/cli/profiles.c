@@ -214,13 +214,33 @@ static int check_writable(const char* option, const char* shown,
   const char* homes[2] = {getenv("HOME"), NULL};
   struct passwd* pw = getpwuid(getuid());
   homes[1] = pw != NULL ? pw->pw_dir : NULL;
-  for (size_t i = 0; i < 2; i++)
-    if (homes[i] != NULL && homes[i][0] == '/' && same_place(phys, homes[i]))
+  for (size_t i = 0; i < 2; i++) {
+    if (homes[i] == NULL || homes[i][0] != '/')
+      continue;
+    if (same_place(phys, homes[i]))
       return cli_fail(err, "ACCESS_DENIED", hint,
                       "%s '%s' is your home directory ('%s'): it holds your "
                       "credentials, shell startup files and maelys-warden's "
                       "own configuration, so it is never writable",
                       option, shown, homes[i]);
+    /* The home's dot-entries are what the user's shell and tools run
+     * (~/.bashrc, ~/.config, ~/.local/bin): the library refuses them as
+     * system trees below /root and /home; here wherever the home is, and
+     * before anything is created. */
+    char home[PATH_MAX];
+    if (warden_absolute(homes[i], home, sizeof home) != 0)
+      continue;
+    size_t n = strlen(home);
+    if (n > 1 && strncmp(phys, home, n) == 0 && phys[n] == '/' &&
+        phys[n + 1] == '.')
+      return cli_fail(err, "ACCESS_DENIED",
+                      "Use a directory of your home that is not a dot-entry, "
+                      "e.g. ~/maelys-homes/NAME for a --home.",
+                      "%s '%s' lies in a dot-entry of your home ('%s'): "
+                      "dot-entries hold what your shell and tools run and "
+                      "trust, so they are never writable",
+                      option, shown, home);
+  }
   return 0;
 }
 
@@ -761,7 +781,7 @@ static int resolve_home(warden_policy_t* policy, const char* given,
                         cli_error_t* err) {
   warden_extras_t* x = policy->extras;
   const char* hint = "Give --home a directory of its own, outside the "
-                     "workspace, e.g. ~/.local/share/maelys/homes/NAME.";
+                     "workspace, e.g. ~/maelys-homes/NAME.";
   char phys[PATH_MAX];
   struct stat st;
   if (warden_user_path("--home", given, false, phys, &st, err) != 0)

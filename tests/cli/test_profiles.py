@@ -192,6 +192,35 @@ class Profiles(WardenCase):
                        "scope": "recursive-directory"}, plan["rules"])
         self.assertFalse(os.path.exists(other))
 
+    def test_dot_entries_of_the_home_are_refused(self):
+        """What the user's shell and tools run lives in the home's
+        dot-entries (~/.bashrc, ~/.config, ~/.local/bin): never a --home or
+        an --allow-write, by `run` and by `plan` (the library refuses them
+        under /root and /home too: they are system trees)."""
+        marker = os.path.join(self.ws, "ran")
+        dot = os.path.join(self.tmp, ".local", "share", "agent")
+        os.makedirs(dot)
+        os.makedirs(os.path.join(self.tmp, ".cache"), exist_ok=True)
+        for args in (["--home", dot],
+                     ["--home", os.path.join(self.tmp, ".agent-home")],
+                     ["--allow-write", os.path.join(self.tmp, ".cache")],
+                     ["--allow-write", dot]):
+            for cmd in ("run", "plan"):
+                tail = ["--", "/bin/sh", "-c", "touch ran"] \
+                    if cmd == "run" else []
+                err = self.failure(self.warden(cmd, "--rw", *args, *tail),
+                                   "ACCESS_DENIED")
+                self.assertIn("dot-entr", err["message"], args)
+                self.assertIn("maelys-homes", err["hint"], args)
+                self.assertFalse(os.path.exists(marker), args)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp,
+                                                     ".agent-home")))
+        # A directory of the home that is not a dot-entry is fine.
+        p = self.sh("--rw", "--home", os.path.join(self.tmp, "maelys-homes",
+                                                   "x"),
+                    script='echo "$HOME"')
+        self.assertEqual(p.returncode, 0, p.stderr)
+
     def test_a_refused_run_creates_no_home(self):
         """The home is created only for a run that starts: a run refused at
         any step (maelys-warden's checks, the library's system trees, a
@@ -534,11 +563,11 @@ class Profiles(WardenCase):
         os.makedirs(os.path.join(self.tmp, "tilde-read"), exist_ok=True)
         self.profile(self.user_dir, "tilde", {
             "extends": "ro", "allow-read": ["~/tilde-read"],
-            "home": "~/.local/share/maelys/homes/tilde"})
+            "home": "~/maelys-homes/tilde"})
         plan = self.plan_of("--profile", "tilde")
         paths = [r["path"] for r in plan["rules"]]
         self.assertIn(os.path.join(self.tmp, "tilde-read"), paths)
-        self.assertIn(os.path.join(self.tmp, ".local/share/maelys/homes/tilde"),
+        self.assertIn(os.path.join(self.tmp, "maelys-homes/tilde"),
                       paths)
 
     # ---------------------------------------------------------- shipped
@@ -552,7 +581,8 @@ class Profiles(WardenCase):
             mode = plan["network"]["mode"]
             homes = [r for r in plan["rules"]
                      if r["access"] == "write" and
-                     r["path"].startswith(os.path.join(self.tmp, ".local"))]
+                     r["path"].startswith(os.path.join(self.tmp,
+                                                       "maelys-homes"))]
             if name in ("claude-code", "codex"):
                 self.assertEqual(mode, "inherit", name)
                 self.assertEqual(len(homes), 1, name)
@@ -594,7 +624,7 @@ class Profiles(WardenCase):
                     self.assertEqual(seen, round_)
                     self.assertEqual(net, "net=ok")
                     self.assertEqual(home, os.path.join(
-                        self.tmp, ".local/share/maelys/homes", name))
+                        self.tmp, "maelys-homes", name))
                 self.assertTrue(os.path.exists(
                     os.path.join(self.ws, "made-by-node")))
         finally:
