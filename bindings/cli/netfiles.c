@@ -11,7 +11,8 @@
  * A CA file decides whom TLS trusts, so it is authority (invariant 18): no
  * symbolic link in its path, owned by the caller or root and writable by
  * nobody else (nor any directory above it), and never inside the workspace,
- * anything this run makes writable or the sandboxes' staging directory. A
+ * anything this run makes writable, anything an earlier run made writable
+ * (written.c) or the sandboxes' staging directory. A
  * variable that names a path failing any of this refuses the run rather than
  * being dropped: a silent TLS failure inside is harder to understand than a
  * refusal that names the variable.
@@ -164,7 +165,9 @@ static int check_ca_path(const warden_policy_t* policy, const char* name,
                     "%s='%s' lies inside %s ('%s'), where a sandbox could "
                     "write its own CA: refused (invariant 18)",
                     name, piece, where, base);
-  if (warden_check_owner_chain(name, piece, phys, err) != 0)
+  if (warden_check_owner_chain(name, piece, phys, err) != 0 ||
+      warden_written_check(
+          name, phys, "whom TLS trusts is never read from there", err) != 0)
     return -1;
   v->is_dir[v->path_count++] = want_dir;
   return 0;

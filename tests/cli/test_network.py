@@ -256,6 +256,27 @@ class NetworkInherit(WardenCase):
                         env=self.env(SSL_CERT_FILE=planted), check=0)
         self.assertTrue(os.path.exists(marker))
 
+    def test_ca_files_never_from_where_an_earlier_run_wrote(self):
+        """A CA file in a directory an earlier run made writable could be
+        the payload's (owned by the caller, as a user-run sandbox's files
+        are): refused, like a plan or a profile from there."""
+        earlier = os.path.join(self.tmp, "earlier-writable")
+        os.makedirs(earlier, exist_ok=True)
+        p = self.warden("run", "--ro", "--allow-write", earlier, "--io",
+                        "stdio", "--", "/bin/sh", "-c", "echo wrote",
+                        env=self.env())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        planted = os.path.join(earlier, "ca.pem")
+        shutil.copy(self.ca, planted)
+        os.chmod(planted, 0o644)
+        for name in ("SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"):
+            p = self.sh("echo ran", env=self.env(**{name: planted}))
+            err = self.failure(p, "ACCESS_DENIED")
+            self.assertIn(name, err["message"])
+            self.assertIn("earlier sandbox", err["message"])
+        p = self.sh("echo ran", env=self.env(SSL_CERT_DIR=earlier))
+        self.failure(p, "ACCESS_DENIED")
+
     def test_plan_shows_the_resolver_files(self):
         """What the inherited network adds is in the plan (so a reviewed
         plan file carries it)."""
