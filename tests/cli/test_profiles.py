@@ -410,6 +410,29 @@ class Profiles(WardenCase):
                         "--", "/bin/true")
         self.failure(p, "ACCESS_DENIED")
 
+    def test_profile_never_from_where_an_earlier_run_wrote(self):
+        """A profile directory an earlier run could write (it was made
+        writable then, before it held profiles) is refused, whichever of the
+        two directories it is: a user-run payload's files are the user's."""
+        earlier = os.path.join(self.outside, "earlier")
+        os.makedirs(earlier)
+        p = self.sh("--ro", "--allow-write", earlier, script="true")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        user = os.path.join(earlier, "cfg", "maelys", "profiles")
+        system = os.path.join(earlier, "sys")
+        os.makedirs(user)
+        os.makedirs(system)
+        self.profile(user, "planted", {"extends": "rw", "network": "inherit"})
+        self.profile(system, "planted-sys", {"extends": "rw"})
+        env = self.env(XDG_CONFIG_HOME=os.path.join(earlier, "cfg"),
+                       MAELYS_WARDEN_SYSTEM_PROFILES=system)
+        for name in ("planted", "planted-sys"):
+            for cmd in ("run", "plan"):
+                tail = ["--", "/bin/true"] if cmd == "run" else []
+                err = self.failure(self.warden(cmd, "--profile", name, *tail,
+                                               env=env), "ACCESS_DENIED")
+                self.assertIn("earlier sandbox", err["message"])
+
     def test_symlinked_or_shared_profiles_are_refused(self):
         real = self.profile(self.outside, "real", {"extends": "ro"})
         os.symlink(real, os.path.join(self.user_dir, "linked.json"))
