@@ -284,7 +284,9 @@ static int load_records(const invocation_t* inv, records_t* out,
     snprintf(r->name, sizeof r->name, "%s", e->d_name);
   }
   closedir(d);
-  qsort(out->items, out->count, sizeof *out->items, by_start);
+  /* No records: items is NULL, which qsort() must never be given. */
+  if (out->count > 1)
+    qsort(out->items, out->count, sizeof *out->items, by_start);
   return 0;
 }
 
@@ -552,7 +554,8 @@ int warden_receipts(const invocation_t* inv) {
   }
   if (d != NULL)
     closedir(d);
-  qsort(files, count, sizeof *files, newest_first);
+  if (count > 1) /* files is NULL when none matched */
+    qsort(files, count, sizeof *files, newest_first);
   int r;
   if (want != NULL) {
     json_t* doc =
