@@ -921,9 +921,22 @@ static int make_probe_dirs(const bwrap_state_t* st, probe_dirs_t* d) {
   }
   char lock[PATH_MAX + 8];
   snprintf(lock, sizeof lock, "%s/.lock", d->root);
-  d->lock_fd = open(lock, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX) != 0)
-    return -errno;
+  /* The lock file appears already locked: made anonymous (O_TMPFILE),
+   * locked, then linked in. Created by name and then locked, another
+   * registration's sweep could take the free lock in between and remove a
+   * live directory (seen on a machine where several users' suites run). */
+  d->lock_fd = open(d->root, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (d->lock_fd >= 0) {
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", d->lock_fd);
+    if (flock(d->lock_fd, LOCK_EX) != 0 ||
+        linkat(AT_FDCWD, self, AT_FDCWD, lock, AT_SYMLINK_FOLLOW) != 0)
+      return -errno;
+  } else {
+    d->lock_fd = open(lock, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX) != 0)
+      return -errno;
+  }
   snprintf(d->rw, sizeof d->rw, "%s/rw", d->root);
   snprintf(d->ro, sizeof d->ro, "%s/ro", d->root);
   snprintf(d->ro_file, sizeof d->ro_file, "%s/ro/file", d->root);
