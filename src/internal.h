@@ -442,5 +442,9 @@ int maelys__executor_record_write_at(int dfd, const char* dir, const char* name,
  * checks that this process can write there: the descriptor, or a negative
  * errno. Receipts are written through it, never by path again. */
 int maelys__executor_receipt_dir_open(const char* dir);
+/* What maelys__executor_receipt_dir_open would find, creating and opening
+ * nothing (maelys_execution_check): 0 or the negative errno it would fail
+ * with. */
+int maelys__executor_receipt_dir_could_be_ready(const char* dir);
 
 #endif /* MAELYS_EXECUTOR_INTERNAL_H */

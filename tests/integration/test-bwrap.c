@@ -1416,6 +1416,115 @@ static void test_receipt(void** state) {
   harness_finish(&h);
 }
 
+static int open_fd_count(void) {
+  DIR* d = opendir("/proc/self/fd");
+  int n = 0;
+  for (struct dirent* e; d != NULL && (e = readdir(d)) != NULL;)
+    n += e->d_name[0] != '.';
+  if (d != NULL)
+    closedir(d);
+  return n;
+}
+
+/* maelys_execution_check is spawn's dry run: for each plan it returns what
+ * spawn returns, and leaves nothing behind (no descriptor, no receipt
+ * directory). */
+static void test_check_agrees_with_spawn(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  sandbox_t s;
+  sandbox_dirs(&s);
+  char missing_deny[300], receipts_inside[300], receipts_new[300],
+      receipts_under_file[300];
+  snprintf(missing_deny, sizeof missing_deny, "%s/absent", s.ws);
+  snprintf(receipts_inside, sizeof receipts_inside, "%s/receipts", s.ws);
+  snprintf(receipts_new, sizeof receipts_new, "%s/receipts/new", s.dir);
+  snprintf(receipts_under_file, sizeof receipts_under_file, "%s/r", s.outside);
+  enum {
+    OK,
+    SYSTEM_TREE,
+    SHARED_TMP,
+    MISSING_DENY,
+    RECEIPT_INSIDE,
+    RECEIPT_UNDER_FILE,
+    POSIX_BACKEND,
+    CASES
+  };
+  for (int c = 0; c < CASES; c++) {
+    maelys_executor_plan_t* p =
+        sandbox_plan(&s, MAELYS_EXECUTOR_NETWORK_NONE,
+                     MAELYS_EXECUTOR_ROOT_READONLY, 0, false);
+    const char* extra_write = c == SYSTEM_TREE  ? "/etc"
+                              : c == SHARED_TMP ? "/tmp"
+                                                : NULL;
+    if (extra_write != NULL)
+      assert_int_equal(maelys_executor_plan_add_rule(
+                           p, extra_write, MAELYS_EXECUTOR_ACCESS_WRITE,
+                           MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),
+                       0);
+    if (c == MISSING_DENY)
+      assert_int_equal(maelys_executor_plan_add_rule(
+                           p, missing_deny, MAELYS_EXECUTOR_ACCESS_DENY,
+                           MAELYS_EXECUTOR_SCOPE_LITERAL_FILE, NULL),
+                       0);
+    assert_int_equal(maelys_executor_plan_seal(p, NULL), 0);
+    maelys_execution_request_t* req = sandbox_request(&s, ARGS("exit", "0"));
+    if (c == POSIX_BACKEND)
+      assert_int_equal(maelys_execution_request_set_backend(req, "posix", NULL),
+                       0);
+    const char* receipts = c == RECEIPT_INSIDE       ? receipts_inside
+                           : c == RECEIPT_UNDER_FILE ? receipts_under_file
+                                                     : receipts_new;
+    assert_int_equal(
+        maelys_execution_request_set_receipt_dir(req, receipts, NULL), 0);
+    int fds = open_fd_count();
+    char* check_error = NULL;
+    maelys_executor_result_t checked =
+        maelys_execution_check(h.executor, p, req, &check_error);
+    assert_int_equal(open_fd_count(), fds);
+    struct stat st;
+    assert_int_not_equal(stat(receipts_new, &st), 0);
+    maelys_execution_t* e = NULL;
+    char* spawn_error = NULL;
+    maelys_executor_result_t spawned =
+        maelys_execution_spawn(h.executor, p, req, &e, &spawn_error);
+    if (checked != spawned)
+      fail_msg(
+          "case %d: check %s (%s), spawn %s (%s)", c,
+          maelys_executor_result_name(checked), check_error ? check_error : "",
+          maelys_executor_result_name(spawned), spawn_error ? spawn_error : "");
+    assert_int_equal(
+        checked, c == OK                   ? MAELYS_EXECUTOR_OK
+                 : c == SYSTEM_TREE        ? MAELYS_EXECUTOR_ERR_DENIED
+                 : c == SHARED_TMP         ? MAELYS_EXECUTOR_ERR_DENIED
+                 : c == MISSING_DENY       ? MAELYS_EXECUTOR_ERR_UNSUPPORTED
+                 : c == RECEIPT_INSIDE     ? MAELYS_EXECUTOR_ERR_DENIED
+                 : c == RECEIPT_UNDER_FILE ? MAELYS_EXECUTOR_ERR_IO
+                                           : MAELYS_EXECUTOR_ERR_CAPABILITY);
+    if (checked != MAELYS_EXECUTOR_OK)
+      assert_string_equal(check_error, spawn_error);
+    if (e != NULL) {
+      waited_t w;
+      memset(&w, 0, sizeof w);
+      maelys_execution_wait(e, waited_cb, &w, NULL);
+      harness_run_until(&h, &w.done);
+      assert_int_equal(w.status.outcome, MAELYS_EXEC_OUTCOME_EXITED);
+      assert_int_equal(stat(receipts_new, &st), 0);
+      maelys_execution_release(e);
+    }
+    maelys_executor_error_free(check_error);
+    maelys_executor_error_free(spawn_error);
+    maelys_execution_request_destroy(req);
+    maelys_executor_plan_destroy(p);
+    rm_rf(receipts_new);
+  }
+  rm_rf(s.dir);
+  harness_finish(&h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_capabilities_proved),
@@ -1439,6 +1548,7 @@ int main(void) {
       cmocka_unit_test(test_blocked_userns_refuses),
       cmocka_unit_test(test_symlink_source_refused),
       cmocka_unit_test(test_receipt),
+      cmocka_unit_test(test_check_agrees_with_spawn),
   };
   return cmocka_run_group_tests_name("bubblewrap", tests, NULL, NULL);
 }
