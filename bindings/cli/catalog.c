@@ -177,6 +177,19 @@ static const option_def_t o_network = {
     .default_text = "none",
     .conflicts = LIST("--plan")};
 
+static const option_def_t o_unprotect = {
+    .name = "--unprotect",
+    .summary = "Drop a protection the built-in profile applies (relative to "
+               "the workspace): .git/hooks, .git/config, .git, .maelys in a "
+               "writable workspace; .env*, .npmrc, .netrc, .git-credentials, "
+               ".aws, .ssh with --network inherit. PATH removes every "
+               "protection at or below it; naming nothing protected is "
+               "refused.",
+    .arg_name = "PATH",
+    .kind = KIND_PATH,
+    .repeatable = true,
+    .conflicts = LIST("--plan", "--policy")};
+
 static const option_def_t o_plan_digest = {
     .name = "--plan-digest",
     .summary = "Refuse the --plan file unless it seals to exactly this digest "
@@ -324,6 +337,7 @@ static const option_def_t* const run_options[] = {&o_ro,
                                                   &o_policy,
                                                   &o_mediator,
                                                   &o_policy_temp,
+                                                  &o_unprotect,
                                                   NULL};
 
 static const operand_def_t run_operands[] = {
@@ -332,10 +346,6 @@ static const operand_def_t run_operands[] = {
      "no '/').",
      true, false, KIND_STRING, NULL},
     {"ARG", "Its arguments, verbatim.", false, true, KIND_STRING, NULL},
-};
-
-static const constraint_def_t policy_constraints[] = {
-    {"exactly-one", LIST("--ro", "--rw", "--profile", "--plan", "--policy")},
 };
 
 static const constraint_def_t run_constraints[] = {
@@ -367,7 +377,7 @@ static const command_def_t cmd_run = {
         "run (--ro | --rw | --profile NAME | --plan FILE [--plan-digest "
         "DIGEST] | --policy FILE [--mediator ID] [--policy-temp DIR]) "
         "[--workspace DIR] [--allow-read PATH]... [--allow-write PATH]... "
-        "[--deny PATH]... [--home DIR] [--network MODE] "
+        "[--deny PATH]... [--unprotect PATH]... [--home DIR] [--network MODE] "
         "[--tasks N] [--memory SIZE] [--cpu-time DURATION] [--open-files N] "
         "[--file-size SIZE] [--env NAME=VALUE]... [--pass-env NAME]... "
         "[--backend NAME] [--wall-time DURATION] [--grace DURATION] "
@@ -395,6 +405,15 @@ static const command_def_t cmd_run = {
 
 /* ---------------------------------------------------------- plan, probe */
 
+static const option_def_t o_explain = {
+    .name = "--explain",
+    .summary = "A human summary of the plan: what the program may read and "
+               "write, what is protected and denied, the network, the "
+               "limits and the backend."};
+
+/* plan takes every option of run (so that any run line becomes its dry run
+ * by changing the word), and --explain. tests/cli/test_dryrun.py checks that
+ * no option of run is missing here. */
 static const option_def_t* const plan_options[] = {&o_ro,
                                                    &o_rw,
                                                    &o_profile,
@@ -405,19 +424,38 @@ static const option_def_t* const plan_options[] = {&o_ro,
                                                    &o_deny,
                                                    &o_home,
                                                    &o_network,
+                                                   &o_env,
+                                                   &o_pass_env,
+                                                   &o_backend,
+                                                   &o_wall_time,
+                                                   &o_grace,
+                                                   &o_receipt_dir,
+                                                   &o_trace,
+                                                   &o_quiet,
+                                                   &o_verbose_trace,
+                                                   &o_io,
+                                                   &warden_o_state_dir,
                                                    &o_plan_digest,
                                                    &o_tasks,
                                                    &o_memory,
                                                    &o_cpu_time,
                                                    &o_open_files,
                                                    &o_file_size,
-                                                   &o_receipt_dir,
-                                                   &warden_o_state_dir,
+                                                   &o_raw_output,
                                                    &o_policy,
                                                    &o_mediator,
                                                    &o_policy_temp,
-                                                   &o_backend,
+                                                   &o_unprotect,
+                                                   &o_explain,
                                                    NULL};
+
+static const operand_def_t plan_operands[] = {
+    {"PROGRAM",
+     "The program run would start (optional: when given, it is looked up "
+     "as run looks it up).",
+     false, false, KIND_STRING, NULL},
+    {"ARG", "Its arguments.", false, true, KIND_STRING, NULL},
+};
 
 static const example_def_t plan_examples[] = {
     {LIST("plan", "--rw", "--deny", "/etc/ssl/private"),
@@ -426,34 +464,47 @@ static const example_def_t plan_examples[] = {
     {LIST("plan", "--profile", "node-mcp"),
      "Print the plan of the shipped node-mcp profile: redirected to a file, "
      "it is what run --plan reads."},
+    {LIST("plan", "--explain", "--rw", "--network", "inherit", "--",
+          "/usr/bin/make", "test"),
+     "Check a run line without running it, and summarise what it allows."},
 };
 
 static const command_def_t cmd_plan = {
     .id = "plan",
     .word = "plan",
-    .usage = "plan (--ro | --rw | --profile NAME | --plan FILE "
-             "[--plan-digest DIGEST] | --policy FILE [--mediator ID] "
-             "[--policy-temp DIR]) [--workspace DIR] [--allow-read PATH]... "
-             "[--allow-write PATH]... [--deny PATH]... [--home DIR] "
-             "[--network MODE] [--tasks N] [--memory SIZE] [--cpu-time "
-             "DURATION] [--open-files N] [--file-size SIZE] [--receipt-dir "
-             "DIR] [--state-dir DIR] [--backend NAME]",
-    .purpose = "Build and seal the plan run would use, and print it with its "
-               "digest, without running anything: the text rendering is a "
-               "plan file --plan accepts.",
+    .usage = "plan [--explain] RUN-OPTIONS [-- PROGRAM [ARG...]]",
+    .purpose = "A dry run of run: make every check run makes and fail exactly "
+               "when run would, then print the sealed plan (its text "
+               "rendering is a plan file --plan accepts) or, with --explain, "
+               "a summary, running nothing.",
     .effect = "read",
     .output_mode = "json-envelope",
     .options = plan_options,
-    .constraints = policy_constraints,
-    .constraint_count = 1,
+    .operands = plan_operands,
+    .operand_count = 2,
+    .constraints = run_constraints,
+    .constraint_count = 3,
     .examples = plan_examples,
-    .example_count = 2,
+    .example_count = 3,
+    .details =
+        "plan takes run's options, and run's program when given. It makes "
+        "the checks run makes before it starts anything: the workspace and "
+        "every path (no symbolic link, no system tree or shared directory "
+        "made writable, nothing of maelys-warden's own), the receipt and "
+        "state directories, the backend's proved capabilities and its own "
+        "preparation of the sandbox. It reserves and releases the same "
+        "placeholders run would, and leaves nothing else behind. Its plan "
+        "member is a maelys-executor-plan/1 document: 'maelys-warden plan "
+        "--rw --format jsonl --field plan > plan.json' writes one that "
+        "'--plan plan.json' loads.",
     .output_schema =
         "{\"type\":\"object\",\"required\":[\"digest\",\"plan\","
-        "\"required_capabilities\"],\"properties\":{\"digest\":{\"type\":"
+        "\"required_capabilities\",\"backend\",\"protection\"],"
+        "\"properties\":{\"digest\":{\"type\":"
         "\"string\",\"pattern\":\"^sha256:[0-9a-f]{64}$\"},\"plan\":{\"type\":"
         "\"object\"},\"required_capabilities\":{\"type\":\"array\",\"items\":{"
-        "\"type\":\"string\"}}}}",
+        "\"type\":\"string\"}},\"backend\":{\"type\":\"string\"},"
+        "\"protection\":{\"type\":\"object\"}}}",
 };
 
 static const option_def_t* const no_options[] = {NULL};

@@ -206,6 +206,10 @@ int warden_profile_plan(const warden_policy_t* policy,
       goto fail;
     }
   }
+  /* What the workspace keeps from its payload (protect.c), after the
+   * caller's own rules: a path the caller ruled keeps the caller's rule. */
+  if (warden_protect_profile(policy, plan, err) != 0)
+    goto fail;
   r = maelys_executor_plan_set_network(plan,
                                        policy->network_inherit
                                            ? MAELYS_EXECUTOR_NETWORK_INHERIT
@@ -264,8 +268,9 @@ int warden_file_plan(warden_policy_t* policy, maelys_executor_plan_t** out,
     r = maelys_executor_plan_seal(plan, &error);
   if (r != MAELYS_EXECUTOR_OK) {
     cli_fail(err, "PROTOCOL_FAILED",
-             "Write the plan in the maelys-executor-plan/1 format ('maelys-"
-             "warden plan --rw > plan.json' writes one).",
+             "Write the plan in the maelys-executor-plan/1 format: "
+             "'maelys-warden plan --rw --format jsonl --field plan > "
+             "plan.json' writes one that --plan loads.",
              "--plan '%s': %s", policy->plan_file, error ? error : "invalid");
     maelys_executor_error_free(error);
     maelys_executor_plan_destroy(plan);
@@ -309,6 +314,14 @@ int warden_policy_from(const invocation_t* inv, warden_policy_t* policy,
     policy->deny = (const char* const*)g->values;
     policy->deny_count = g->count;
   }
+  g = cli_option(inv, "--unprotect");
+  if (g) {
+    policy->unprotect = (const char* const*)g->values;
+    policy->unprotect_count = g->count;
+  }
+  policy->protection = calloc(1, sizeof *policy->protection);
+  if (policy->protection == NULL)
+    return cli_fail(err, "UNEXPECTED", NULL, "out of memory");
   policy->plan_digest = cli_value(inv, "--plan-digest");
   struct stat st;
   if (warden_workspace_path(cli_value(inv, "--workspace"), policy->workspace,
@@ -347,6 +360,16 @@ int warden_policy_from(const invocation_t* inv, warden_policy_t* policy,
 int warden_build_plan(warden_policy_t* policy, maelys_executor_plan_t** out,
                       cli_error_t* err) {
   if (policy->plan_file != NULL)
-    return warden_file_plan(policy, out, err);
+    return warden_file_plan(policy, out, err) != 0 ||
+                   warden_protect_from_plan(policy->protection, *out, err) != 0
+               ? -1
+               : 0;
   return warden_profile_plan(policy, out, err);
+}
+
+void warden_policy_dispose(warden_policy_t* policy) {
+  if (policy->protection != NULL)
+    warden_protection_free(policy->protection);
+  free(policy->protection);
+  policy->protection = NULL;
 }

@@ -146,9 +146,12 @@ static int plan_for(const invocation_t* inv, maelys_executor_t* ex,
       some_backend_proved(ex, MAELYS_BACKEND_CAP_LIMIT_MEMORY);
   char state[PATH_MAX];
   const char* backend = cli_value(inv, "--backend");
+  /* A plan lowered from a policy, like one read from a file, carries its own
+   * protections (protect.h): they are reserved and audited all the same. */
   if (policy->policy_file != NULL
           ? warden_policy_plan(policy, ex, backend ? backend : "bubblewrap",
-                               plan, err) != 0
+                               plan, err) != 0 ||
+                warden_protect_from_plan(policy->protection, *plan, err) != 0
           : warden_build_plan(policy, plan, err) != 0)
     return -1;
   if (warden_receipt_dir(inv, receipts, PATH_MAX, err) != 0 ||
@@ -335,57 +338,6 @@ int warden_probe(const invocation_t* inv) {
                            "receipt_signing_key", key);
   free(key);
   return cli_emit_success(inv, data, text);
-}
-
-/* ---------------------------------------------------------------- plan */
-
-int warden_plan(const invocation_t* inv) {
-  cli_error_t err = {0};
-  err.command = "plan";
-  warden_policy_t policy = {0};
-  maelys_executor_plan_t* plan = NULL;
-  uv_loop_t loop;
-  uv_loop_init(&loop);
-  maelys_executor_t* ex = NULL;
-  maelys_executor_create(&loop, &ex, NULL);
-  char receipts[PATH_MAX];
-  int failed = warden_policy_from(inv, &policy, &err) != 0 ||
-               register_backends(ex, NULL, &err) != 0 ||
-               plan_for(inv, ex, &policy, &plan, receipts, &err) != 0;
-  warden_policy_release(&policy);
-  maelys_executor_destroy(ex, NULL);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  uv_loop_close(&loop);
-  warden_extras_release(&policy);
-  if (failed) {
-    err.command = "plan";
-    maelys_executor_plan_destroy(plan);
-    return cli_emit_failure(inv, &err);
-  }
-  char* digest = NULL;
-  char* json = NULL;
-  uint64_t need = 0;
-  maelys_executor_plan_digest(plan, &digest, NULL);
-  maelys_executor_plan_to_json(plan, &json, NULL);
-  maelys_executor_plan_required_capabilities(plan, &need, NULL);
-  json_t* doc = json_loads(json, 0, NULL);
-  /* The text rendering is the plan file itself (its digest is a member):
-   * what --plan reads. */
-  char* text = NULL;
-  size_t size = strlen(json) + 2;
-  text = malloc(size);
-  if (text)
-    snprintf(text, size, "%s\n", json);
-  int r = cli_emit_success(inv,
-                           json_pack("{s:s, s:o, s:o}", "digest", digest,
-                                     "plan", doc, "required_capabilities",
-                                     capability_names(need)),
-                           text);
-  free(text);
-  maelys_executor_string_free(digest);
-  maelys_executor_string_free(json);
-  maelys_executor_plan_destroy(plan);
-  return r;
 }
 
 /* ----------------------------------------------------------------- run */
@@ -583,110 +535,260 @@ static const char* error_code_for(maelys_executor_result_t r) {
   }
 }
 
+/* Everything run does before it starts the program, shared with plan (its
+ * dry run), so that the two cannot disagree. */
+typedef struct launch {
+  warden_policy_t policy;
+  bool policy_read;
+  maelys_executor_t* ex;
+  maelys_executor_plan_t* plan;
+  maelys_execution_request_t* req;
+  const char* backend;
+  uint64_t proved;
+  char receipts[PATH_MAX];
+  char program[PATH_MAX];
+  char chain[40];
+  int64_t grace_ms;
+  bool memory_unbounded;
+} launch_t;
+
+/* The receipt's context: what the run protected, and a ceiling that could
+ * not be enforced (said, not left out silently). */
+static int receipt_context(launch_t* l, cli_error_t* err) {
+  json_t* ctx = json_object();
+  if (l->memory_unbounded)
+    json_object_set_new(ctx, "memory",
+                        json_string("unbounded (no writable cgroup)"));
+  json_object_set_new(ctx, "protection",
+                      warden_protect_json(l->policy.protection));
+  char* text = json_dumps(ctx, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(ctx);
+  char* error = NULL;
+  maelys_executor_result_t r =
+      text ? maelys_execution_request_set_receipt_context(l->req, text, &error)
+           : MAELYS_EXECUTOR_ERR_MEMORY;
+  free(text);
+  if (r != MAELYS_EXECUTOR_OK) {
+    cli_fail(err, error_code_for(r), NULL, "the receipt's context: %s",
+             error ? error : maelys_executor_result_name(r));
+    maelys_executor_error_free(error);
+    return -1;
+  }
+  return 0;
+}
+
+/* Builds the plan and the request, chooses the backend and reserves the
+ * placeholders. A dry run (plan) needs no program: without one, a stand-in
+ * is lowered, which only appears in the launcher's arguments. */
+static int launch_prepare(const invocation_t* inv, uv_loop_t* loop,
+                          const say_t* say, launch_t* l, cli_error_t* err) {
+  memset(l, 0, sizeof *l);
+  char* error = NULL;
+  char path[PATH_MAX];
+  maelys_executor_create(loop, &l->ex, NULL);
+  l->policy_read = true;
+  if (warden_policy_from(inv, &l->policy, err) != 0 ||
+      register_backends(l->ex, cli_value(inv, "--backend"), err) != 0 ||
+      plan_for(inv, l->ex, &l->policy, &l->plan, l->receipts, err) != 0)
+    return -1;
+  if (maelys_execution_request_create(&l->req, NULL) != MAELYS_EXECUTOR_OK ||
+      base_env(l->req, inv, &l->policy, say, path, sizeof path, err) != 0)
+    return -1;
+  static const char* const stand_in[] = {"/bin/true", NULL};
+  const char* const* argv = (const char* const*)inv->operands;
+  if (inv->operand_count == 0) {
+    snprintf(l->program, sizeof l->program, "%s", stand_in[0]);
+    argv = stand_in;
+  } else if (resolve_program(inv->operands[0], path, l->program,
+                             sizeof l->program, err) != 0) {
+    return -1;
+  }
+  int64_t grace = cli_duration_ms(
+      cli_value(inv, "--grace") ? cli_value(inv, "--grace") : "2s");
+  l->grace_ms = grace;
+  if (grace <= 0 || grace > 3600000)
+    return cli_fail(err, "VALIDATION_FAILED", NULL,
+                    "--grace must be between 1ms and 1h");
+  const char* io = cli_value(inv, "--io");
+  bool stdio_mode = io != NULL && strcmp(io, "stdio") == 0;
+  maelys_executor_result_t r =
+      maelys_execution_request_set_executable(l->req, l->program, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_argv(l->req, argv, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_cwd(l->req, l->policy.workspace, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_io_mode(
+        l->req,
+        stdio_mode ? MAELYS_EXEC_IO_DUPLEX_STDIO
+                   : MAELYS_EXEC_IO_ISOLATED_DUPLEX,
+        stdio_mode ? -1 : 3, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_stop_budget(l->req, (uint64_t)grace,
+                                                 FORCE_BUDGET_MS, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_receipt_dir(l->req, l->receipts, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_terminal_raw(
+        l->req, cli_flag(inv, "--raw-output") ? 1 : 0, &error);
+  if (r != MAELYS_EXECUTOR_OK) {
+    cli_fail(err, error_code_for(r), warden_hint_for(error), "%s",
+             error ? error : "");
+    maelys_executor_error_free(error);
+    return -1;
+  }
+  /* Ceilings that could not be enforced are said, not left out silently:
+   * no backend here proved a memory ceiling, so none was set. */
+  l->memory_unbounded = maelys_executor_plan_limit_get(
+                            l->plan, MAELYS_EXECUTOR_LIMIT_MEMORY, NULL) != 0 &&
+                        !l->policy.memory_proved;
+  if (l->memory_unbounded)
+    trace(say, "memory: unbounded (no writable cgroup)");
+  if (receipt_context(l, err) != 0 ||
+      select_backend(l->ex, l->plan, cli_value(inv, "--backend"), &l->backend,
+                     err) != 0)
+    return -1;
+  /* Under --policy, step 5 of the handshake sets the backend it checked. */
+  if (l->policy.handshake != NULL
+          ? warden_policy_finish(&l->policy, l->ex, l->backend, l->plan, l->req,
+                                 err) != 0
+          : maelys_execution_request_set_backend(l->req, l->backend, NULL) !=
+                MAELYS_EXECUTOR_OK)
+    return -1;
+  warden_policy_release(&l->policy); /* the handshake is done */
+  maelys_executor_backend_capabilities(l->ex, l->backend, &l->proved, NULL);
+  /* evidence.c: signed receipts in a closed chain. */
+  if (warden_signing_start(inv, l->ex, l->plan, err) != 0 ||
+      warden_chain_start(l->req, l->chain, err) != 0)
+    return -1;
+  return warden_protect_reserve(l->policy.protection, err);
+}
+
+/* Frees what launch_prepare made; the placeholders are released with the
+ * policy. The loop runs once more for the executor's handles. */
+static void launch_dispose(launch_t* l, uv_loop_t* loop) {
+  if (l->ex != NULL) {
+    maelys_executor_destroy(l->ex, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+  }
+  maelys_execution_request_destroy(l->req);
+  maelys_executor_plan_destroy(l->plan);
+  if (l->policy_read) {
+    warden_policy_release(&l->policy);
+    warden_policy_dispose(&l->policy);
+    warden_extras_release(&l->policy);
+  }
+  memset(l, 0, sizeof *l);
+}
+
+/* ---------------------------------------------------------------- plan */
+
+int warden_plan(const invocation_t* inv) {
+  cli_error_t err = {0};
+  err.command = "plan";
+  say_t say = {cli_flag(inv, "--trace"), cli_flag(inv, "--verbose-trace"),
+               cli_flag(inv, "--quiet")};
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  launch_t l;
+  char* error = NULL;
+  int failed = launch_prepare(inv, &loop, &say, &l, &err) != 0;
+  if (!failed) {
+    /* The checks spawn makes, the backend's preparation included. */
+    maelys_executor_result_t r =
+        maelys_execution_check(l.ex, l.plan, l.req, &error);
+    if (r != MAELYS_EXECUTOR_OK) {
+      cli_fail(&err, error_code_for(r), warden_hint_for(error), "%s",
+               error ? error : maelys_executor_result_name(r));
+      failed = 1;
+    }
+    maelys_executor_error_free(error);
+  }
+  /* Nothing run reserves outlives the dry run. */
+  if (l.policy_read && l.policy.protection != NULL)
+    warden_protect_release(l.policy.protection);
+  if (failed) {
+    err.command = "plan";
+    launch_dispose(&l, &loop);
+    uv_loop_close(&loop);
+    return cli_emit_failure(inv, &err);
+  }
+  char* digest = NULL;
+  char* json = NULL;
+  uint64_t need = 0;
+  maelys_executor_plan_digest(l.plan, &digest, NULL);
+  maelys_executor_plan_to_json(l.plan, &json, NULL);
+  maelys_executor_plan_required_capabilities(l.plan, &need, NULL);
+  json_t* data =
+      json_pack("{s:s, s:o, s:o, s:s, s:o}", "digest", digest, "plan",
+                json_loads(json, 0, NULL), "required_capabilities",
+                capability_names(need), "backend", l.backend, "protection",
+                warden_protect_json(l.policy.protection));
+  char* text = NULL;
+  if (cli_flag(inv, "--explain")) {
+    text = warden_explain(l.plan, l.policy.protection, l.backend, l.proved,
+                          l.memory_unbounded ? "unbounded (no writable cgroup)"
+                                             : NULL);
+    json_object_set_new(data, "explanation", json_string(text ? text : ""));
+  } else {
+    /* The text rendering is the plan file itself (its digest is a
+     * member): what --plan reads. */
+    size_t size = strlen(json) + 2;
+    text = malloc(size);
+    if (text)
+      snprintf(text, size, "%s\n", json);
+  }
+  int r = cli_emit_success(inv, data, text);
+  free(text);
+  maelys_executor_string_free(digest);
+  maelys_executor_string_free(json);
+  launch_dispose(&l, &loop);
+  uv_loop_close(&loop);
+  return r;
+}
+
+/* ----------------------------------------------------------------- run */
+
+static void report_finding(const char* line, void* data) {
+  (void)data;
+  /* Security findings are printed whatever --quiet says. */
+  fprintf(stderr, WARDEN_PROGRAM ": warning: %s\n", line);
+}
+
 int warden_run(const invocation_t* inv) {
   cli_error_t err = {0};
   err.command = "run";
   say_t say = {cli_flag(inv, "--trace"), cli_flag(inv, "--verbose-trace"),
                cli_flag(inv, "--quiet")};
-  warden_policy_t policy = {0};
-  maelys_executor_plan_t* plan = NULL;
-  maelys_execution_request_t* req = NULL;
-  maelys_executor_t* ex = NULL;
   uv_loop_t* loop = uv_default_loop();
   int code = 1;
   char* error = NULL;
-  char path[PATH_MAX], program[PATH_MAX], receipts[PATH_MAX];
+  launch_t l;
   static run_state_t st; /* lives as long as the process: callbacks of the
                             socket's cancelled writes may refer to it */
 
-  maelys_executor_create(loop, &ex, NULL);
-  if (warden_policy_from(inv, &policy, &err) != 0 ||
-      register_backends(ex, cli_value(inv, "--backend"), &err) != 0 ||
-      plan_for(inv, ex, &policy, &plan, receipts, &err) != 0)
+  if (launch_prepare(inv, loop, &say, &l, &err) != 0)
     goto fail;
-  if (maelys_execution_request_create(&req, NULL) != MAELYS_EXECUTOR_OK ||
-      base_env(req, inv, &policy, &say, path, sizeof path, &err) != 0 ||
-      resolve_program(inv->operands[0], path, program, sizeof program, &err) !=
-          0)
-    goto fail;
-  int64_t grace = cli_duration_ms(
-      cli_value(inv, "--grace") ? cli_value(inv, "--grace") : "2s");
-  if (grace <= 0 || grace > 3600000) {
-    cli_fail(&err, "VALIDATION_FAILED", NULL,
-             "--grace must be between 1ms and 1h");
-    goto fail;
-  }
-  const char* io = cli_value(inv, "--io");
-  bool stdio_mode = io != NULL && strcmp(io, "stdio") == 0;
-  maelys_executor_result_t r =
-      maelys_execution_request_set_executable(req, program, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_argv(
-        req, (const char* const*)inv->operands, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_cwd(req, policy.workspace, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_io_mode(
-        req,
-        stdio_mode ? MAELYS_EXEC_IO_DUPLEX_STDIO
-                   : MAELYS_EXEC_IO_ISOLATED_DUPLEX,
-        stdio_mode ? -1 : 3, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_stop_budget(req, (uint64_t)grace,
-                                                 FORCE_BUDGET_MS, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_receipt_dir(req, receipts, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_terminal_raw(
-        req, cli_flag(inv, "--raw-output") ? 1 : 0, &error);
-  /* Ceilings that could not be enforced are said, not left out silently:
-   * no backend here proved a memory ceiling, so none was set. */
-  if (r == MAELYS_EXECUTOR_OK &&
-      maelys_executor_plan_limit_get(plan, MAELYS_EXECUTOR_LIMIT_MEMORY,
-                                     NULL) != 0 &&
-      !policy.memory_proved) {
-    trace(&say, "memory: unbounded (no writable cgroup)");
-    r = maelys_execution_request_set_receipt_context(
-        req, "{\"memory\": \"unbounded (no writable cgroup)\"}", &error);
-  }
-  if (r != MAELYS_EXECUTOR_OK) {
-    cli_fail(&err, error_code_for(r), NULL, "%s", error ? error : "");
-    goto fail;
-  }
-
-  const char* backend = NULL;
-  if (select_backend(ex, plan, cli_value(inv, "--backend"), &backend, &err) !=
-      0)
-    goto fail;
-  /* Under --policy, step 5 of the handshake sets the backend it checked. */
-  if (policy.handshake != NULL
-          ? warden_policy_finish(&policy, ex, backend, plan, req, &err) != 0
-          : maelys_execution_request_set_backend(req, backend, NULL) !=
-                MAELYS_EXECUTOR_OK)
-    goto fail;
-  warden_policy_release(&policy); /* the handshake is done */
-  char chain[40]; /* evidence.c: signed receipts in a closed chain */
-  if (warden_signing_start(inv, ex, plan, &err) != 0 ||
-      warden_chain_start(req, chain, &err) != 0)
-    goto fail;
-  uint64_t proved = 0, need = 0;
-  maelys_executor_backend_capabilities(ex, backend, &proved, NULL);
-  maelys_executor_plan_required_capabilities(plan, &need, NULL);
   char* digest = NULL;
-  maelys_executor_plan_digest(plan, &digest, NULL);
+  maelys_executor_plan_digest(l.plan, &digest, NULL);
   trace(&say, "plan %s", digest);
-  trace(&say, "backend %s", backend);
+  trace(&say, "backend %s", l.backend);
+  for (size_t i = 0; i < l.policy.protection->count; i++)
+    trace(&say, "protected %s (%s)", l.policy.protection->items[i].path,
+          warden_protect_kind_name(l.policy.protection->items[i].kind));
+  uint64_t need = 0;
+  maelys_executor_plan_required_capabilities(l.plan, &need, NULL);
   if (need == 0)
     warn(&say,
          "the plan confines nothing: '%s' runs unconfined on the %s "
          "backend",
-         program, backend);
+         l.program, l.backend);
   if (say.verbose_trace) {
     char* json = NULL;
-    maelys_executor_plan_to_json(plan, &json, NULL);
-    json_t* caps = capability_names(proved);
+    maelys_executor_plan_to_json(l.plan, &json, NULL);
+    json_t* caps = capability_names(l.proved);
     char* capstext = json_dumps(caps, JSON_COMPACT);
-    trace(&say, "proved by %s: %s", backend, capstext);
+    trace(&say, "proved by %s: %s", l.backend, capstext);
     trace(&say, "sealed plan:\n%s", json);
     free(capstext);
     json_decref(caps);
@@ -695,32 +797,29 @@ int warden_run(const invocation_t* inv) {
   maelys_executor_string_free(digest);
 
   /* The home is made first, so that its record carries its identity. */
-  if (warden_home_create(&policy, &err) != 0)
+  if (warden_home_create(&l.policy, &err) != 0)
     goto fail;
   /* Remembered before anything runs: an authority file or receipt
    * directory below these paths is refused by every later run. */
-  if (warden_written_record(plan, &err) != 0) {
-    warden_home_abandon(&policy);
+  if (warden_written_record(l.plan, &err) != 0) {
+    warden_home_abandon(&l.policy);
     goto fail;
   }
   st.loop = loop;
   st.say = say;
-  r = maelys_execution_spawn(ex, plan, req, &st.execution, &error);
+  maelys_executor_result_t r =
+      maelys_execution_spawn(l.ex, l.plan, l.req, &st.execution, &error);
   if (r != MAELYS_EXECUTOR_OK) {
-    warden_home_abandon(&policy);
-    cli_fail(&err, error_code_for(r),
-             r == MAELYS_EXECUTOR_ERR_DENIED
-                 ? "Choose a --receipt-dir (and paths) the sandbox cannot "
-                   "write."
-                 : NULL,
-             "%s", error ? error : "");
+    warden_home_abandon(&l.policy);
+    cli_fail(&err, error_code_for(r), warden_hint_for(error), "%s",
+             error ? error : "");
     goto fail;
   }
-  warden_home_started(inv, &policy);
+  warden_home_started(inv, &l.policy);
   trace(&say, "execution %s, launcher pid %d",
         maelys_execution_id(st.execution), maelys_execution_pid(st.execution));
-  warden_registry_add(inv, st.execution, program, policy.workspace, backend,
-                      grace);
+  warden_registry_add(inv, st.execution, l.program, l.policy.workspace,
+                      l.backend, l.grace_ms);
   uv_stream_t* socket = NULL;
   maelys_execution_stream(st.execution, MAELYS_EXEC_STREAM_PROTOCOL, &socket,
                           NULL);
@@ -753,6 +852,10 @@ int warden_run(const invocation_t* inv) {
       check_done(&st);
     }
 
+  /* Nothing of the sandbox runs any more: what it may have left where the
+   * host's tools look is checked now. */
+  warden_protect_audit(l.policy.protection, maelys_execution_id(st.execution),
+                       report_finding, NULL);
   switch (st.status.outcome) {
   case MAELYS_EXEC_OUTCOME_EXITED:
     code = st.status.exit_code;
@@ -766,7 +869,8 @@ int warden_run(const invocation_t* inv) {
     code = 1;
     cli_fail(&err, "PROCESS_FAILED",
              "Check that the program and what it needs are inside the "
-             "sandbox ('maelys-warden plan' shows what is).",
+             "sandbox ('maelys-warden plan --explain' with the same options "
+             "shows what is).",
              "the program did not start: %s: %s", st.step, st.message);
     cli_emit_failure(inv, &err);
     break;
@@ -783,14 +887,14 @@ int warden_run(const invocation_t* inv) {
     cli_fail(&rerr, "IO_FAILED",
              "Free space or permissions in the receipt directory, or give "
              "another --receipt-dir.",
-             "the receipt could not be written to '%s': %s", receipts,
+             "the receipt could not be written to '%s': %s", l.receipts,
              strerror(e ? e : EIO));
     cli_emit_failure(inv, &rerr);
     if (code == 0)
       code = 1;
   }
   warden_registry_remove(inv, st.execution);
-  warden_chain_close(ex, chain, receipts);
+  warden_chain_close(l.ex, l.chain, l.receipts);
   fflush(stdout);
   relay_close(st.relay);
   maelys_execution_release(st.execution);
@@ -798,28 +902,20 @@ int warden_run(const invocation_t* inv) {
     uv_close((uv_handle_t*)&st.signals[i], NULL);
   uv_close((uv_handle_t*)&st.wall, NULL);
   uv_close((uv_handle_t*)&st.drain, NULL);
-  maelys_executor_destroy(ex, NULL);
+  maelys_executor_destroy(l.ex, NULL);
+  l.ex = NULL;
   uv_run(loop, UV_RUN_DEFAULT);
   relay_free(st.relay);
+  launch_dispose(&l, loop);
   uv_loop_close(loop);
-  maelys_execution_request_destroy(req);
-  maelys_executor_plan_destroy(plan);
-  warden_extras_release(&policy);
   return code;
 
 fail:
   maelys_executor_error_free(error);
-  warden_policy_release(&policy);
   err.command = "run";
   cli_emit_failure(inv, &err);
-  if (ex != NULL) {
-    maelys_executor_destroy(ex, NULL);
-    uv_run(loop, UV_RUN_DEFAULT);
-  }
+  launch_dispose(&l, loop);
   uv_loop_close(loop);
-  maelys_execution_request_destroy(req);
-  maelys_executor_plan_destroy(plan);
-  warden_extras_release(&policy);
   return 1;
 }
 

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "maelys/executor.h"
 #include "profiles.h"
+#include "protect.h"
 
 /* HOME inside the built-in profiles: a directory of the private /tmp. */
 #define WARDEN_HOME "/tmp/home"
@@ -36,6 +37,11 @@ typedef struct warden_policy {
   size_t allow_read_count;
   const char* const* deny;
   size_t deny_count;
+  const char* const* unprotect; /* --unprotect */
+  size_t unprotect_count;
+  /* What the plan keeps from the payload (protect.h); owned, freed by
+   * warden_policy_dispose. */
+  warden_protection_t* protection;
   char workspace[PATH_MAX]; /* physical, no symbolic link in it */
   /* Ceilings and per-process limits (0: the profile's default, or none). */
   uint64_t tasks, memory, cpu_seconds, open_files, file_size;
@@ -99,6 +105,12 @@ int warden_check_protected(const maelys_executor_plan_t* plan,
 
 int warden_policy_from(const invocation_t* inv, warden_policy_t* policy,
                        cli_error_t* err);
+/* Releases the policy's placeholders and frees what it owns. */
+void warden_policy_dispose(warden_policy_t* policy);
+/* protect.c's part of a built-in profile: scans the workspace and adds the
+ * protections' rules to the unsealed plan. */
+int warden_protect_profile(const warden_policy_t* policy,
+                           maelys_executor_plan_t* plan, cli_error_t* err);
 int warden_build_plan(warden_policy_t* policy, maelys_executor_plan_t** out,
                       cli_error_t* err);
 int warden_profile_plan(const warden_policy_t* policy,
@@ -178,6 +190,13 @@ void warden_chain_close(maelys_executor_t* executor, const char* chain,
                         const char* receipt_dir);
 char* warden_public_key(const invocation_t* inv, cli_error_t* err);
 int warden_plan(const invocation_t* inv);
+/* hints.c: what the user can do about a diagnostic of the library, or NULL
+ * when no hint fits it. */
+const char* warden_hint_for(const char* message);
+/* explain.c: plan --explain's summary (heap; free it). */
+char* warden_explain(const maelys_executor_plan_t* plan,
+                     const warden_protection_t* protection, const char* backend,
+                     uint64_t proved, const char* memory_note);
 int warden_probe(const invocation_t* inv);
 
 #endif
