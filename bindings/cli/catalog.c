@@ -360,7 +360,7 @@ static const example_def_t run_examples[] = {
     {LIST("run", "--ro", "--io", "stdio", "--", "/usr/bin/python3",
           "server.py"),
      "Run a stdio MCP server that may only read the workspace."},
-    {LIST("run", "--plan", "plan.json", "--wall-time", "10m", "--", "agent"),
+    {LIST("run", "--plan", "plan.json", "--wall-time", "10m", "--", "./agent"),
      "Run an agent under a plan file, for at most ten minutes."},
     {LIST("run", "--profile", "claude-code", "--", "claude"),
      "Run Claude Code with its shipped profile: the workspace writable, the "

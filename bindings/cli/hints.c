@@ -5,7 +5,9 @@
  * alone (an ACCESS_DENIED can be a symbolic link, a home directory or the
  * receipt directory, and each has its own remedy). A diagnostic that matches
  * no row gets no hint rather than a wrong one. tests/cli/test_hints.py
- * provokes every row through the CLI.
+ * provokes every row through the CLI; a diagnostic the CLI cannot provoke
+ * (because the CLI refuses the same thing earlier, with its own hint) has
+ * no row.
  */
 #include <stddef.h>
 #include <string.h>
@@ -21,9 +23,6 @@ static const hint_row_t rows[] = {
     {"system tree",
      "Use a project directory of your own as the workspace (--workspace "
      "DIR); system trees are never writable from a sandbox."},
-    {"could forge its own receipt",
-     "Choose a --receipt-dir outside the workspace and every writable "
-     "path."},
     {"cannot take a receipt",
      "Make the receipt directory writable, or give another --receipt-dir."},
     {"the host's root is never bound",
@@ -41,12 +40,6 @@ static const hint_row_t rows[] = {
      "Bind a directory that holds no socket, or move the socket out of it."},
     {"passes through a symbolic link",
      "Name the resolved path (what the link points to) instead of the link."},
-    {"a program the sandbox backend executes",
-     "Keep bwrap and maelys-executor-helper out of every writable path "
-     "(install them, or build outside the workspace)."},
-    {"was replaced after it was checked",
-     "Something replaced the sandbox helper while the run started: check "
-     "who can write its directory, then run again."},
     {"neither a directory nor a regular file",
      "Bind directories and regular files only; a socket or a device never "
      "enters the sandbox."},
@@ -55,13 +48,8 @@ static const hint_row_t rows[] = {
      "--deny."},
     {"scope is",
      "The path is not of the kind its rule says (file or directory): write "
-     "the plan again ('maelys-warden plan' writes one)."},
+     "the plan again for what the path is now."},
     {"missing-path mode: fail", "Create the path, or take it out of the plan."},
-    {"did not prove",
-     "Install bubblewrap (apt-get install bubblewrap) where user namespaces "
-     "are allowed; 'maelys-warden probe' shows what each backend proved."},
-    {"never receives a terminal",
-     "Give the program its input from a pipe or a file, not the terminal."},
 };
 
 const char* warden_hint_for(const char* message) {

@@ -1209,3 +1209,52 @@ int warden_protect_profile(const warden_policy_t* policy,
     return -1;
   return warden_protect_add_rules(policy->protection, plan, err);
 }
+
+int warden_protect_unreserved_plan(const warden_protection_t* p,
+                                   const maelys_executor_plan_t* plan,
+                                   maelys_executor_plan_t** out,
+                                   cli_error_t* err) {
+  *out = NULL;
+  bool any = false;
+  for (size_t i = 0; i < p->count; i++)
+    any = any || p->items[i].kind == WARDEN_PROTECT_RESERVED;
+  if (!any)
+    return 0;
+  char* text = NULL;
+  if (maelys_executor_plan_to_json(plan, &text, NULL) != MAELYS_EXECUTOR_OK)
+    return oom(err);
+  json_t* doc = json_loads(text, 0, NULL);
+  maelys_executor_string_free(text);
+  json_t* rules = json_object_get(doc, "rules");
+  if (doc == NULL || !json_is_array(rules)) {
+    json_decref(doc);
+    return cli_fail(err, "UNEXPECTED", NULL, "the plan's JSON has no rules");
+  }
+  /* The digest covers the rules that are dropped here. */
+  json_object_del(doc, "digest");
+  for (size_t i = json_array_size(rules); i-- > 0;) {
+    const char* path =
+        json_string_value(json_object_get(json_array_get(rules, i), "path"));
+    const warden_protect_item_t* it = path ? find_item(p, path) : NULL;
+    if (it != NULL && it->kind == WARDEN_PROTECT_RESERVED)
+      json_array_remove(rules, i);
+  }
+  text = json_dumps(doc, JSON_COMPACT);
+  json_decref(doc);
+  char* error = NULL;
+  maelys_executor_result_t r =
+      text ? maelys_executor_plan_from_json(text, strlen(text), out, &error)
+           : MAELYS_EXECUTOR_ERR_MEMORY;
+  free(text);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_executor_plan_seal(*out, &error);
+  if (r != MAELYS_EXECUTOR_OK) {
+    cli_fail(err, "UNEXPECTED", NULL, "the plan without its reserved names: %s",
+             error ? error : maelys_executor_result_name(r));
+    maelys_executor_error_free(error);
+    maelys_executor_plan_destroy(*out);
+    *out = NULL;
+    return -1;
+  }
+  return 0;
+}

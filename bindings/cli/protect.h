@@ -98,6 +98,15 @@ int warden_protect_from_plan(warden_protection_t* p,
                              const maelys_executor_plan_t* plan,
                              cli_error_t* err);
 
+/* The plan without the rules of the reserved names, sealed (NULL when
+ * nothing is reserved): spawn's checks run on it before any placeholder is
+ * made, so that a run refused anyway (a workspace of /, /tmp, a home...)
+ * never creates one there. */
+int warden_protect_unreserved_plan(const warden_protection_t* p,
+                                   const maelys_executor_plan_t* plan,
+                                   maelys_executor_plan_t** out,
+                                   cli_error_t* err);
+
 /* Creates (or joins) the placeholders of the reserved names and records the
  * identity of every protected path. Undo with warden_protect_release. */
 int warden_protect_reserve(warden_protection_t* p, cli_error_t* err);

@@ -639,8 +639,8 @@ void cli_man_page(FILE* out, const char* version) {
         "environment is empty but for the caller's \\-\\-env and "
         "\\-\\-pass\\-env entries and a base the profile adds where the caller "
         "gave none: PATH=/usr/local/bin:/usr/bin:/bin, HOME=/tmp/home, "
-        "TMPDIR=/tmp, LANG=C.UTF\\-8. As root, the payload runs as uid and gid "
-        "65534.\n",
+        "TMPDIR=/tmp, LANG=C.UTF\\-8. As root, the payload runs under a host "
+        "uid and gid of its own, never root's.\n",
         out);
   /* Named profiles, --allow-write, --home and the inherited network
    * (profiles.c, netfiles.c; docs/profiles.md). */
@@ -688,6 +688,19 @@ void cli_man_page(FILE* out, const char* version) {
         "REQUESTS_CA_BUNDLE are passed when set, with what they name bound "
         "read\\-only and held to the same rules as a profile.\n",
         out);
+  fputs(
+      ".SH PROTECTED PATHS\n"
+      "In a writable workspace, git's directory is bound over itself (a "
+      "mount point the payload cannot rename, remove or replace), "
+      ".git/hooks and .git/config are read\\-only, and an absent .git or "
+      ".maelys is held by an empty read\\-only placeholder for the run: git "
+      "runs hooks and the programs its configuration names on the host, at "
+      "the user's next commit. A .git file keeps the directory it names "
+      "protected when that lies in the workspace. With \\-\\-network inherit, "
+      ".env*, .npmrc, .netrc, .git\\-credentials, .aws and .ssh in the "
+      "workspace are denied. \\-\\-unprotect PATH drops a protection; "
+      "\\fBplan \\-\\-explain\\fR lists them, and the receipt records them.\n",
+      out);
   fputs(".SH EXIT STATUS\n"
         ".TP\n.B 0\ncommand completed\n"
         ".TP\n.B 1\nexecution failed (a failure envelope is on stderr)\n"
@@ -716,7 +729,9 @@ void cli_man_page(FILE* out, const char* version) {
         out);
   fputs(".SH EXAMPLES\n"
         "An MCP client configuration that confines a stock stdio MCP "
-        "server:\n"
+        "server installed in /opt/mcp to reading one project (an MCP client "
+        "starts its servers from a directory of its own choosing, so the "
+        "workspace is named):\n"
         ".PP\n.nf\n"
         "{\n"
         "  \"mcpServers\": {\n"
@@ -724,6 +739,7 @@ void cli_man_page(FILE* out, const char* version) {
         "      \"command\": \"maelys\\-warden\",\n"
         "      \"args\": [\"run\", \"\\-\\-ro\", \"\\-\\-io\", \"stdio\",\n"
         "               \"\\-\\-workspace\", \"/srv/project\",\n"
+        "               \"\\-\\-allow\\-read\", \"/opt/mcp\",\n"
         "               \"\\-\\-\", \"/usr/bin/python3\", "
         "\"/opt/mcp/files_server.py\"]\n"
         "    }\n"

@@ -661,6 +661,22 @@ static int launch_prepare(const invocation_t* inv, uv_loop_t* loop,
   if (warden_signing_start(inv, l->ex, l->plan, err) != 0 ||
       warden_chain_start(l->req, l->chain, err) != 0)
     return -1;
+  /* Spawn's checks first, on the plan without its reserved names: a run
+   * refused anyway never makes a placeholder (at /, in /tmp, in a home). */
+  maelys_executor_plan_t* unreserved = NULL;
+  if (warden_protect_unreserved_plan(l->policy.protection, l->plan, &unreserved,
+                                     err) != 0)
+    return -1;
+  r = unreserved == NULL
+          ? MAELYS_EXECUTOR_OK
+          : maelys_execution_check(l->ex, unreserved, l->req, &error);
+  maelys_executor_plan_destroy(unreserved);
+  if (r != MAELYS_EXECUTOR_OK) {
+    cli_fail(err, error_code_for(r), warden_hint_for(error), "%s",
+             error ? error : maelys_executor_result_name(r));
+    maelys_executor_error_free(error);
+    return -1;
+  }
   return warden_protect_reserve(l->policy.protection, err);
 }
 
