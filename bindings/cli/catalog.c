@@ -495,7 +495,7 @@ static const command_def_t cmd_plan = {
         "preparation of the sandbox. It reserves and releases the same "
         "placeholders run would, and leaves nothing else behind. Its plan "
         "member is a maelys-executor-plan/1 document: 'maelys-warden plan "
-        "--rw --format jsonl --field plan > plan.json' writes one that "
+        "--ro --format jsonl --field plan > plan.json' writes one that "
         "'--plan plan.json' loads.",
     .output_schema =
         "{\"type\":\"object\",\"required\":[\"digest\",\"plan\","

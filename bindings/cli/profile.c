@@ -269,8 +269,9 @@ int warden_file_plan(warden_policy_t* policy, maelys_executor_plan_t** out,
   if (r != MAELYS_EXECUTOR_OK) {
     cli_fail(err, "PROTOCOL_FAILED",
              "Write the plan in the maelys-executor-plan/1 format: "
-             "'maelys-warden plan --rw --format jsonl --field plan > "
-             "plan.json' writes one that --plan loads.",
+             "'maelys-warden plan --ro --format jsonl --field plan > "
+             "plan.json' writes one that --plan loads (keep a plan file "
+             "outside what it makes writable).",
              "--plan '%s': %s", policy->plan_file, error ? error : "invalid");
     maelys_executor_error_free(error);
     maelys_executor_plan_destroy(plan);

@@ -55,7 +55,11 @@
 /* Bounds of the scans: git directories below .git/modules and .git/worktrees,
  * secrets, the directories the secret scan reads and how deep it goes. */
 #define MAX_ITEMS 512
-#define MAX_GIT_DIRS 128
+/* Each protection that is not a denial is a bind the bubblewrap backend
+ * stages when the host is root (its launcher takes at most 64), so those are
+ * kept well below that. */
+#define MAX_BINDS 48
+#define MAX_GIT_DIRS 12
 #define MAX_SCANNED_DIRS 20000
 #define SECRET_DEPTH 4
 
@@ -194,6 +198,7 @@ void warden_protection_free(warden_protection_t* p) {
   for (size_t i = 0; i < p->unprotected_count; i++)
     free(p->unprotected[i]);
   free(p->unprotected);
+  free(p->unprotect_used);
   for (size_t i = 0; i < p->watch_count; i++)
     free(p->watches[i].path);
   free(p->watches);
@@ -207,6 +212,18 @@ static int oom(cli_error_t* err) {
   return cli_fail(err, "UNEXPECTED", NULL, "out of memory");
 }
 
+/* Whether an --unprotect names `path` (or a directory above it); marks it
+ * used. */
+static bool unprotected(warden_protection_t* p, const char* path) {
+  bool hit = false;
+  for (size_t i = 0; i < p->unprotected_count; i++)
+    if (within(path, p->unprotected[i])) {
+      p->unprotect_used[i] = true;
+      hit = true;
+    }
+  return hit;
+}
+
 static const warden_protect_item_t* find_item(const warden_protection_t* p,
                                               const char* path) {
   for (size_t i = 0; i < p->count; i++)
@@ -218,8 +235,19 @@ static const warden_protect_item_t* find_item(const warden_protection_t* p,
 static int add_item(warden_protection_t* p, const char* path,
                     warden_protect_kind_t kind, bool is_dir, const char* why,
                     cli_error_t* err) {
-  if (find_item(p, path) != NULL)
+  if (find_item(p, path) != NULL || unprotected(p, path))
     return 0;
+  size_t binds = 0;
+  for (size_t i = 0; i < p->count; i++)
+    binds += p->items[i].kind != WARDEN_PROTECT_DENIED;
+  if (kind != WARDEN_PROTECT_DENIED && binds >= MAX_BINDS)
+    return cli_fail(err, "POLICY_FAILED",
+                    "Pass --unprotect for the directories that hold most of "
+                    "them (.git/modules, .git/worktrees), or a plan file "
+                    "(--plan) that says exactly what to protect.",
+                    "the workspace needs more than %d protected paths (git "
+                    "directories, hooks, configurations)",
+                    MAX_BINDS);
   if (p->count >= MAX_ITEMS)
     return cli_fail(err, "POLICY_FAILED",
                     "Pass --unprotect for the directories that hold most of "
@@ -243,6 +271,8 @@ static int add_item(warden_protection_t* p, const char* path,
 
 static int add_watch(warden_protection_t* p, const char* path, const char* why,
                      cli_error_t* err) {
+  if (unprotected(p, path))
+    return 0;
   for (size_t i = 0; i < p->watch_count; i++)
     if (strcmp(p->watches[i].path, path) == 0)
       return 0;
@@ -332,8 +362,10 @@ static bool reservable(const char* path, bool is_dir) {
   return strcmp(name, "config") == 0 || strcmp(name, "config.worktree") == 0;
 }
 
-static int refuse_link(const char* root, const char* path, const char* what,
-                       cli_error_t* err) {
+static int refuse_link(warden_protection_t* p, const char* root,
+                       const char* path, const char* what, cli_error_t* err) {
+  if (unprotected(p, path))
+    return 0;
   char hint[512];
   const char* rel = path + strlen(root);
   while (*rel == '/')
@@ -502,8 +534,8 @@ static int git_file(scan_t* s, const char* dir, const char* name,
                                             : WARDEN_PROTECT_READ_ONLY,
                   false, why, s->err);
   else if (r == 0 && S_ISLNK(st.st_mode))
-    rc = refuse_link(s->root, path, "a symbolic link", s->err);
-  else if (r == 0)
+    rc = refuse_link(s->p, s->root, path, "a symbolic link", s->err);
+  else if (r == 0 && !unprotected(s->p, path))
     rc = cli_fail(s->err, "ACCESS_DENIED", NULL,
                   "'%s' is not a regular file: git's file cannot be protected",
                   path);
@@ -521,7 +553,7 @@ static int git_file(scan_t* s, const char* dir, const char* name,
 /* Git directories below `dir` (submodules' in .git/modules, nested by
  * name): each directory that holds a HEAD file. */
 static int git_dirs_below(scan_t* s, const char* dir, int depth) {
-  if (depth > 8)
+  if (depth > 8 || unprotected(s->p, dir))
     return 0;
   int fd = walk(dir);
   if (fd < 0)
@@ -568,6 +600,10 @@ static int worktrees(scan_t* s, const char* git_dir) {
   char* dir = join(git_dir, "worktrees");
   if (dir == NULL)
     return oom(s->err);
+  if (unprotected(s->p, dir)) {
+    free(dir);
+    return 0;
+  }
   int fd = walk(dir);
   int d = fd >= 0 ? openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   if (fd >= 0)
@@ -608,7 +644,7 @@ static int worktrees(scan_t* s, const char* git_dir) {
 }
 
 static int protect_git_dir(scan_t* s, const char* dir, const char* why) {
-  if (find_item(s->p, dir) != NULL)
+  if (find_item(s->p, dir) != NULL || unprotected(s->p, dir))
     return 0;
   if (++s->git_dirs > MAX_GIT_DIRS)
     return cli_fail(s->err, "POLICY_FAILED",
@@ -636,7 +672,7 @@ static int protect_git_dir(scan_t* s, const char* dir, const char* why) {
                   true, why_hooks, s->err);
   else if (rc == 0 && r == 0)
     rc = refuse_link(
-        s->root, hooks,
+        s->p, s->root, hooks,
         S_ISLNK(st.st_mode) ? "a symbolic link" : "not a directory", s->err);
   else if (rc == 0 && r == -ENOENT)
     rc = add_reserved(s->p, hooks, true, why_hooks, s->err);
@@ -697,7 +733,7 @@ static int scan_git(scan_t* s) {
                                               : WARDEN_PROTECT_READ_ONLY,
                   S_ISDIR(st.st_mode), why_maelys, s->err);
   else if (r == 0)
-    rc = refuse_link(s->root, maelys,
+    rc = refuse_link(s->p, s->root, maelys,
                      S_ISLNK(st.st_mode) ? "a symbolic link"
                                          : "neither a file nor a directory",
                      s->err);
@@ -726,7 +762,7 @@ static int scan_git(scan_t* s) {
           rc = protect_git_dir(s, target, why_git_file);
       }
     } else if (r == 0) {
-      rc = refuse_link(s->root, git,
+      rc = refuse_link(s->p, s->root, git,
                        S_ISLNK(st.st_mode) ? "a symbolic link"
                                            : "neither a file nor a directory",
                        s->err);
@@ -752,6 +788,8 @@ static bool secret_name(const char* name, bool is_dir) {
 /* A secret that is a symbolic link: what the sandbox reads through it is its
  * target, when that lies in the workspace. */
 static int secret_link(scan_t* s, const char* path) {
+  if (unprotected(s->p, path))
+    return 0;
   char text[PATH_MAX];
   char name[NAME_MAX + 1];
   int parent = open_parent(path, name, sizeof name);
@@ -788,6 +826,8 @@ static int secret_link(scan_t* s, const char* path) {
 
 static int scan_secrets(scan_t* s, const char* dir, int depth,
                         size_t* scanned) {
+  if (depth > 0 && unprotected(s->p, dir))
+    return 0;
   if (++*scanned > MAX_SCANNED_DIRS)
     return cli_fail(s->err, "POLICY_FAILED",
                     "Use a smaller workspace, or keep the network off (the "
@@ -835,13 +875,17 @@ static int scan_secrets(scan_t* s, const char* dir, int depth,
 
 /* ---------------------------------------------------------- interface */
 
-static int unprotect(warden_protection_t* p, const char* root,
-                     const char* const* paths, size_t count, cli_error_t* err) {
-  if (count > 0) {
-    p->unprotected = calloc(count, sizeof *p->unprotected);
-    if (p->unprotected == NULL)
-      return oom(err);
-  }
+/* The --unprotect paths, absolute, before the scan: what they name is
+ * neither protected nor refused, nor searched. */
+static int unprotect_prepare(warden_protection_t* p, const char* root,
+                             const char* const* paths, size_t count,
+                             cli_error_t* err) {
+  if (count == 0)
+    return 0;
+  p->unprotected = calloc(count, sizeof *p->unprotected);
+  p->unprotect_used = calloc(count, sizeof *p->unprotect_used);
+  if (p->unprotected == NULL || p->unprotect_used == NULL)
+    return oom(err);
   for (size_t i = 0; i < count; i++) {
     char joined[PATH_MAX * 2], abs[PATH_MAX];
     snprintf(joined, sizeof joined, "%s/%s", paths[i][0] == '/' ? "" : root,
@@ -849,40 +893,29 @@ static int unprotect(warden_protection_t* p, const char* root,
     if (warden_absolute(joined, abs, sizeof abs) != 0)
       return cli_fail(err, "VALIDATION_FAILED", NULL,
                       "--unprotect '%s': path too long", paths[i]);
-    size_t kept = 0, dropped = 0;
-    for (size_t k = 0; k < p->count; k++) {
-      if (within(p->items[k].path, abs)) {
-        free(p->items[k].path);
-        dropped++;
-      } else {
-        p->items[kept++] = p->items[k];
-      }
-    }
-    p->count = kept;
-    size_t wkept = 0;
-    for (size_t k = 0; k < p->watch_count; k++) {
-      if (within(p->watches[k].path, abs)) {
-        free(p->watches[k].path);
-        dropped++;
-      } else {
-        p->watches[wkept++] = p->watches[k];
-      }
-    }
-    p->watch_count = wkept;
-    bool again = false;
-    for (size_t k = 0; k < p->unprotected_count; k++)
-      again = again || within(abs, p->unprotected[k]);
-    if (dropped == 0 && !again)
+    p->unprotected[i] = strdup(abs);
+    if (p->unprotected[i] == NULL)
+      return oom(err);
+    p->unprotected_count++;
+  }
+  return 0;
+}
+
+/* An --unprotect that names nothing protected is a mistake to say. */
+static int unprotect_check(const warden_protection_t* p,
+                           const char* const* paths, cli_error_t* err) {
+  for (size_t i = 0; i < p->unprotected_count; i++) {
+    bool used = p->unprotect_used[i];
+    for (size_t k = 0; !used && k < p->unprotected_count; k++)
+      used = k != i && p->unprotect_used[k] &&
+             within(p->unprotected[i], p->unprotected[k]);
+    if (!used)
       return cli_fail(err, "VALIDATION_FAILED",
                       "'maelys-warden plan --explain' with the same options "
                       "lists what is protected.",
                       "--unprotect '%s': '%s' is not protected (nothing at or "
                       "below it is)",
-                      paths[i], abs);
-    p->unprotected[p->unprotected_count] = strdup(abs);
-    if (p->unprotected[p->unprotected_count] == NULL)
-      return oom(err);
-    p->unprotected_count++;
+                      paths[i], p->unprotected[i]);
   }
   return 0;
 }
@@ -892,11 +925,13 @@ int warden_protect_scan(warden_protection_t* p, const char* root, bool writable,
                         size_t unprotect_count, cli_error_t* err) {
   scan_t s = {p, root, 0, err};
   size_t scanned = 0;
+  if (unprotect_prepare(p, root, unprotect_list, unprotect_count, err) != 0)
+    return -1;
   if (writable && scan_git(&s) != 0)
     return -1;
   if (network_inherit && scan_secrets(&s, root, 0, &scanned) != 0)
     return -1;
-  return unprotect(p, root, unprotect_list, unprotect_count, err);
+  return unprotect_check(p, unprotect_list, err);
 }
 
 static bool has_rule(const maelys_executor_plan_t* plan, const char* path) {

@@ -65,6 +65,7 @@ typedef struct warden_protection {
   warden_protect_item_t* items;
   size_t count, capacity;
   char** unprotected; /* the --unprotect paths, absolute */
+  bool* unprotect_used;
   size_t unprotected_count;
   warden_protect_watch_t* watches;
   size_t watch_count, watch_capacity;
