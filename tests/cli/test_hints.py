@@ -126,6 +126,26 @@ class Hints(WardenCase):
             self.assertIn(b"Usage: maelys-warden %s" % command.encode(),
                           p.stdout)
 
+    def test_verify_takes_the_key_probe_prints_and_hints_fit(self):
+        """The key exactly as `probe` prints it ("ed25519:" and 64 hex
+        digits) is accepted whole; an empty directory is not called a
+        tampered chain."""
+        self.warden(*self.run_args(), "--", "/bin/true", check=0)
+        key = self.envelope(self.warden("probe", "--format", "json",
+                                        check=0).stdout)["data"][
+                                            "receipt_signing_key"]
+        receipts = os.path.join(self.state, "maelys", "receipts")
+        self.warden("verify", "--key", key, receipts, check=0)
+        self.warden("verify", "--key", key.split(":", 1)[1], receipts,
+                    check=0)
+        empty = os.path.join(self.tmp, "empty-" + os.path.basename(self.ws))
+        os.mkdir(empty)
+        err = self.refusal("verify", "--key", key, empty,
+                           code="VERIFICATION_FAILED")
+        self.assertIn("no receipt in it", err["message"])
+        self.assertNotIn("modified", err["hint"])
+        self.assertIn("maelys-warden receipts", err["hint"])
+
     def test_launch_failure_hint_runs(self):
         """A program that cannot start in the sandbox: the hint's command,
         with the same options, shows what the sandbox holds."""
