@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 
 from wardentest import ARGS, WardenCase, main
 
@@ -126,7 +127,30 @@ class Examples(WardenCase):
         shutil.copytree(os.path.join(self.home, ".local", "state", "maelys",
                                      "receipts"), copy)
 
+    def running_execution(self):
+        """`stop 3f2a`: an execution of this user's that runs (a payload that
+        waits), listed by `ps`; its id replaces the example's."""
+        proc = subprocess.Popen(
+            [ARGS.warden, "run", "--ro", "--allow-read", ARGS.fixture, "--",
+             ARGS.fixture, "sleep", "60000", "example-stop"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.ws,
+            env=self.example_env())
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            ps = json.loads(self.shell("maelys-warden ps --format json")
+                            .stdout)["data"]["executions"]
+            for e in ps:
+                if e["pid"] == proc.pid:
+                    return proc, e["id"]
+            time.sleep(0.05)
+        self.fail("ps never listed the run")
+
     def run_example(self, line):
+        stopped = None
+        if re.fullmatch(r"maelys-warden stop 3f2a", line):
+            stopped, ident = self.running_execution()
+            line = line.replace("3f2a", ident[:4])
         line = self.placeholders(line)
         if " verify " in line:
             self.refresh_receipts()
@@ -134,6 +158,8 @@ class Examples(WardenCase):
         p = self.shell(line, stdin=MCP_REQUEST if mcp else b"")
         if mcp:
             self.assertIn(b'"result"', p.stdout, line)
+        if stopped is not None:
+            self.assertEqual(stopped.wait(timeout=30), 128 + 15)
         return p
 
     def run_mcp(self, argv, cwd):

@@ -25,15 +25,15 @@ class Hints(WardenCase):
             err = self.envelope(p.stderr)["error"]
         return err
 
-    def plan_file(self, edit):
-        """A plan file (outside the workspace) from `plan --ro`, with its
-        rules edited by `edit` and its digest dropped."""
+    def plan_file(self, name, edit):
+        """A plan file NAME (outside the workspace) from `plan --ro`, with
+        its rules edited by `edit` and its digest dropped."""
         doc = json.loads(self.warden("plan", "--ro", "--format", "jsonl",
                                      "--field", "plan", check=0).stdout)
         del doc["digest"]
         edit(doc["rules"])
-        path = os.path.join(self.tmp, "plan-%s.json" % os.path.basename(
-            self.ws))
+        path = os.path.join(self.tmp, "plan-%s-%s.json" % (
+            name, os.path.basename(self.ws)))
         with open(path, "w") as f:
             json.dump(doc, f)
         os.chmod(path, 0o600)
@@ -55,11 +55,11 @@ class Hints(WardenCase):
         os.mkdir(target)
         link = os.path.join(ws, "link")
         os.symlink("target", link)
-        through_link = self.plan_file(lambda rules: rules.append(
+        through_link = self.plan_file("through-link", lambda rules: rules.append(
             {"path": link, "access": "read", "scope": "recursive-directory"}))
-        wrong_scope = self.plan_file(lambda rules: rules.append(
+        wrong_scope = self.plan_file("wrong-scope", lambda rules: rules.append(
             {"path": target, "access": "read", "scope": "literal-file"}))
-        missing = self.plan_file(lambda rules: rules.append(
+        missing = self.plan_file("missing", lambda rules: rules.append(
             {"path": os.path.join(ws, "gone"), "access": "read",
              "scope": "literal-file"}))
         cases = [
