@@ -225,9 +225,12 @@ static int read_key(const char* given, char out[80], cli_error_t* err) {
     text[n] = '\0';
     text[strcspn(text, " \r\n")] = '\0';
   }
-  /* "ed25519:" and 64 hex digits: 72 characters, whichever way it came. */
-  snprintf(out, 80, "%s%.72s", strncmp(text, "ed25519:", 8) ? "ed25519:" : "",
-           text);
+  /* "ed25519:" and 64 hex digits, whichever way it came; the library refuses
+   * any other length (a longer text is cut to 79, never to 72). */
+  if (strncmp(text, "ed25519:", 8) == 0)
+    snprintf(out, 80, "%s", text);
+  else
+    snprintf(out, 80, "ed25519:%.64s", text);
   return 0;
 }
 

@@ -138,6 +138,9 @@ class Hints(WardenCase):
         self.warden("verify", "--key", key, receipts, check=0)
         self.warden("verify", "--key", key.split(":", 1)[1], receipts,
                     check=0)
+        # A longer text is refused, never cut down to a key.
+        self.refusal("verify", "--key", key + "ff", receipts,
+                     code="VALIDATION_FAILED")
         empty = os.path.join(self.tmp, "empty-" + os.path.basename(self.ws))
         os.mkdir(empty)
         err = self.refusal("verify", "--key", key, empty,
