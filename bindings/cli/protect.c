@@ -1293,3 +1293,41 @@ int warden_protect_unreserved_plan(const warden_protection_t* p,
   }
   return 0;
 }
+
+int warden_protect_sealed_plan(const warden_protection_t* p,
+                               const maelys_executor_plan_t* plan,
+                               maelys_executor_plan_t** out, cli_error_t* err) {
+  *out = NULL;
+  char* text = NULL;
+  if (maelys_executor_plan_to_json(plan, &text, NULL) != MAELYS_EXECUTOR_OK)
+    return oom(err);
+  json_t* doc = json_loads(text, 0, NULL);
+  maelys_executor_string_free(text);
+  if (doc == NULL)
+    return cli_fail(err, "UNEXPECTED", NULL, "the plan's JSON does not parse");
+  /* The digest covers the rules; the plan gets new ones. */
+  json_object_del(doc, "digest");
+  text = json_dumps(doc, JSON_COMPACT);
+  json_decref(doc);
+  char* error = NULL;
+  maelys_executor_result_t r =
+      text ? maelys_executor_plan_from_json(text, strlen(text), out, &error)
+           : MAELYS_EXECUTOR_ERR_MEMORY;
+  free(text);
+  if (r == MAELYS_EXECUTOR_OK && warden_protect_add_rules(p, *out, err) != 0) {
+    maelys_executor_plan_destroy(*out);
+    *out = NULL;
+    return -1;
+  }
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_executor_plan_seal(*out, &error);
+  if (r != MAELYS_EXECUTOR_OK) {
+    cli_fail(err, "UNEXPECTED", NULL, "the plan with its protections: %s",
+             error ? error : maelys_executor_result_name(r));
+    maelys_executor_error_free(error);
+    maelys_executor_plan_destroy(*out);
+    *out = NULL;
+    return -1;
+  }
+  return 0;
+}

@@ -108,6 +108,13 @@ int warden_protect_unreserved_plan(const warden_protection_t* p,
                                    maelys_executor_plan_t** out,
                                    cli_error_t* err);
 
+/* A sealed plan made elsewhere (an agent spec's) with the protections' rules
+ * added and sealed again: `plan` is unchanged, *out is the protected copy. A
+ * path the plan already rules keeps its rule. */
+int warden_protect_sealed_plan(const warden_protection_t* p,
+                               const maelys_executor_plan_t* plan,
+                               maelys_executor_plan_t** out, cli_error_t* err);
+
 /* Creates (or joins) the placeholders of the reserved names and records the
  * identity of every protected path. Undo with warden_protect_release. */
 int warden_protect_reserve(warden_protection_t* p, cli_error_t* err);

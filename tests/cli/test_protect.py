@@ -418,6 +418,84 @@ touch "'"$MARKER"'"'
                         check=0)
         self.assertEqual(p.stderr.decode().count("SECRET"), 10)
 
+    # ------------------------------------------------------------ agent
+
+    def agent(self, script, *options, access="write", network="none",
+              workspace=None):
+        """`maelys-warden agent` on a spec (outside the workspace) that runs
+        `script` under /bin/sh in it; its stdout and stderr together."""
+        spec = os.path.join(self.tmp, "spec-%s.json" % os.path.basename(
+            self.ws))
+        with open(spec, "w") as f:
+            json.dump({"format": "maelys-agent-spec/1",
+                       "executable": "/bin/sh",
+                       "argv": ["sh", "-c", "MARKER=%s\n%s" % (self.marker,
+                                                                script)],
+                       "workspace": {"path": workspace or self.ws,
+                                     "access": access},
+                       "environment": {"set": {"PATH": "/usr/bin:/bin",
+                                               "HOME": "/tmp"}},
+                       "network": network}, f)
+        os.chmod(spec, 0o600)
+        p = self.warden("agent", *options, spec,
+                        env=self.env(MAELYS_CLI_FORMAT="json"))
+        return p, (p.stdout + p.stderr).decode(errors="replace")
+
+    def test_agent_keeps_git_from_its_payload(self):
+        """`agent` protects the spec's writable workspace as run does."""
+        self.init_repo()
+        p, out = self.agent(self.planting() + r"""
+            echo b > b && git add b &&
+              git -c user.name=p -c user.email=p@x commit -q -m inside
+            echo "commit=$?"
+        """, "--trace")
+        self.assertEqual(p.returncode, 0, out)
+        self.assert_failed(out, "hook", "fsmonitor", "append", "mvhooks",
+                           "mvconfig", "rmconfig", "rmhooks", "link")
+        self.assertIn("commit=0", out)
+        self.assertIn("protected %s/.git/hooks (read-only)" % self.ws, out)
+        self.host_git_runs_nothing_planted()
+        # --unprotect opts out here too; naming nothing protected is refused.
+        p, out = self.agent(r"""
+            printf '#!/bin/sh\ntouch %s\n' "$MARKER" > .git/hooks/pre-commit
+            echo "hook=$?"
+        """, "--unprotect", ".git/hooks")
+        self.assertIn("hook=0", out)
+        p, out = self.agent("true", "--unprotect", ".nothing")
+        self.assertEqual(p.returncode, 1, out)
+        self.assertIn("is not protected", out)
+
+    def test_agent_cannot_create_a_repository(self):
+        p, out = self.agent(r"""
+            git init -q . 2>/dev/null; echo "init=$?"
+            mkdir .maelys; echo "maelys=$?"
+        """)
+        self.assert_failed(out, "init", "maelys")
+        self.assertFalse(os.path.lexists(os.path.join(self.ws, ".git")))
+        self.assertFalse(os.path.lexists(os.path.join(self.ws, ".maelys")))
+
+    def test_agent_secrets_denied_with_network_inherit(self):
+        self.make_secrets()
+        p, out = self.agent(self.READ_ALL, access="read", network="inherit")
+        self.assertEqual(p.returncode, 0, out)
+        self.assertIn("SECRET keep/not-a-secret", out)
+        self.assertEqual(out.count("SECRET"), 1, out)
+        p, out = self.agent(self.READ_ALL, access="read")
+        self.assertEqual(out.count("SECRET"), 10, out)
+
+    def test_agent_refuses_to_make_its_own_files_writable(self):
+        """maelys-warden's configuration directory as the spec's writable
+        workspace: refused as run refuses it (invariant 18)."""
+        config = os.path.join(self.tmp, ".config", "maelys")
+        os.makedirs(config, exist_ok=True)
+        p, out = self.agent("true", workspace=config)
+        err = self.failure(p, "ACCESS_DENIED")
+        self.assertIn("the configuration directory", err["message"])
+        p = self.warden("run", "--rw", "--workspace", config, "--",
+                        "/bin/true", env=self.env(MAELYS_CLI_FORMAT="json"))
+        self.assertIn("the configuration directory",
+                      self.failure(p, "ACCESS_DENIED")["message"])
+
     # ---------------------------------------------------------- reports
 
     def test_receipt_and_explain_list_what_was_protected(self):
