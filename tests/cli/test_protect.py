@@ -286,6 +286,52 @@ touch "'"$MARKER"'"'
             self.ws, ".git", "commondir.maelys-quarantine-*"))), 1)
         self.host_git_runs_nothing_planted()
 
+    def test_existing_maelys_is_read_only(self):
+        os.makedirs(os.path.join(self.ws, ".maelys"))
+        with open(os.path.join(self.ws, ".maelys", "project.json"), "w") as f:
+            f.write("{}\n")
+        before = tree_digest(os.path.join(self.ws, ".maelys"))
+        p = self.payload(r"""
+            echo '{"x": 1}' > .maelys/project.json; echo "write=$?"
+            touch .maelys/new; echo "create=$?"
+            mv .maelys .m; echo "mv=$?"
+            rm -rf .maelys; echo "rm=$?"
+        """, check=0)
+        self.assert_failed(p.stderr.decode(), "write", "create", "mv", "rm")
+        self.assertEqual(tree_digest(os.path.join(self.ws, ".maelys")),
+                         before)
+
+    def test_readme_names_what_is_protected(self):
+        """The README says which paths are protected, and why: each name the
+        receipt lists, and each secret pattern of --help."""
+        readme = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                              "..", "..", "README.md")
+        with open(readme) as f:
+            text = f.read()
+        section = text.split("### What a workspace keeps from its payload",
+                             1)[1].split("\n## ", 1)[0]
+        self.init_repo()
+        with open(os.path.join(self.ws, ".env"), "w") as f:
+            f.write("SECRET\n")
+        receipts = os.path.join(self.tmp, "receipts-" +
+                                os.path.basename(self.ws))
+        self.warden("run", "--rw", "--network", "inherit", "--receipt-dir",
+                    receipts, "--", "/bin/true", check=0)
+        [path] = glob.glob(os.path.join(receipts, "*.json"))
+        with open(path) as f:
+            protection = json.load(f)["context"]["protection"]
+        names = {os.path.relpath(i["path"], self.ws)
+                 for i in protection["protected"]}
+        names |= {os.path.relpath(w, self.ws)
+                  for w in protection["checked_after_run"]}
+        self.assertGreaterEqual(len(names), 5, names)
+        for name in names:
+            self.assertIn("`%s" % name, section, name)
+        for pattern in (".env*", ".npmrc", ".netrc", ".git-credentials",
+                        ".aws/", ".ssh/"):
+            self.assertIn("`%s`" % pattern, section)
+        self.assertIn("why", section)
+
     def test_symbolic_link_git_refused(self):
         real = os.path.join(self.tmp, "real-%s" % os.path.basename(self.ws))
         self.init_repo(real)
