@@ -291,6 +291,21 @@ int warden_agent(const invocation_t* inv) {
   maelys_orchestrator_operation_create("agent", req, &op, NULL);
   req = NULL;
   maelys_orchestrator_operation_set_start_cb(op, on_start, &st, NULL);
+  /* The receipt says what the agent's workspace kept from it. */
+  json_t* host =
+      json_pack("{s:o}", "protection", warden_protect_json(&protection));
+  char* host_text = host ? json_dumps(host, JSON_COMPACT) : NULL;
+  json_decref(host);
+  r = host_text ? maelys_orchestrator_operation_set_host_context(op, host_text,
+                                                                 &error)
+                : MAELYS_EXECUTOR_ERR_MEMORY;
+  free(host_text);
+  if (r != MAELYS_EXECUTOR_OK) {
+    maelys_orchestrator_operation_destroy(op);
+    cli_fail(&err, code_of(r), NULL, "the receipt's context: %s",
+             error ? error : maelys_executor_result_name(r));
+    goto fail;
+  }
   maelys_orchestrator_operation_set_wall_time(
       op, maelys_orchestrator_spec_wall_time_ms(spec), NULL);
   if (trace)

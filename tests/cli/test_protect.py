@@ -490,12 +490,25 @@ touch "'"$MARKER"'"'
     def test_agent_keeps_git_from_its_payload(self):
         """`agent` protects the spec's writable workspace as run does."""
         self.init_repo()
+        receipts = os.path.join(self.tmp, "agent-receipts-" +
+                                os.path.basename(self.ws))
         p, out = self.agent(self.planting() + r"""
             echo b > b && git add b &&
               git -c user.name=p -c user.email=p@x commit -q -m inside
             echo "commit=$?"
-        """, "--trace")
+        """, "--trace", "--receipt-dir", receipts)
         self.assertEqual(p.returncode, 0, out)
+        # The receipt says what was protected.
+        [path] = glob.glob(os.path.join(receipts, "*.json"))
+        with open(path) as f:
+            context = json.load(f)["context"]
+        got = {(i["path"], i["protection"])
+               for i in context["host"]["protection"]["protected"]}
+        git = os.path.join(self.ws, ".git")
+        self.assertIn((git, "pinned"), got)
+        self.assertIn((git + "/hooks", "read-only"), got)
+        self.assertIn((git + "/config", "read-only"), got)
+        self.assertIn("session", context)
         self.assert_failed(out, "hook", "fsmonitor", "append", "mvhooks",
                            "mvconfig", "rmconfig", "rmhooks", "link")
         self.assertIn("commit=0", out)
