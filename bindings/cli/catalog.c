@@ -360,8 +360,10 @@ static const example_def_t run_examples[] = {
     {LIST("run", "--ro", "--io", "stdio", "--", "/usr/bin/python3",
           "server.py"),
      "Run a stdio MCP server that may only read the workspace."},
-    {LIST("run", "--plan", "plan.json", "--wall-time", "10m", "--", "./agent"),
-     "Run an agent under a plan file, for at most ten minutes."},
+    {LIST("run", "--plan", "~/agent-plan.json", "--wall-time", "10m", "--",
+          "./agent"),
+     "Run an agent under a plan file (kept where no sandbox writes), for "
+     "at most ten minutes."},
     {LIST("run", "--profile", "claude-code", "--", "claude"),
      "Run Claude Code with its shipped profile: the workspace writable, the "
      "network inherited, a persistent home."},
@@ -495,8 +497,10 @@ static const command_def_t cmd_plan = {
         "preparation of the sandbox. It reserves and releases the same "
         "placeholders run would, and leaves nothing else behind. Its plan "
         "member is a maelys-executor-plan/1 document: 'maelys-warden plan "
-        "--ro --format jsonl --field plan > plan.json' writes one that "
-        "'--plan plan.json' loads.",
+        "--ro --format jsonl --field plan > ~/agent-plan.json' writes one "
+        "that '--plan ~/agent-plan.json' loads (a plan file is refused where "
+        "a sandbox could have written it: not in a workspace that was "
+        "writable).",
     .output_schema =
         "{\"type\":\"object\",\"required\":[\"digest\",\"plan\","
         "\"required_capabilities\",\"backend\",\"protection\"],"

@@ -270,8 +270,8 @@ int warden_file_plan(warden_policy_t* policy, maelys_executor_plan_t** out,
     cli_fail(err, "PROTOCOL_FAILED",
              "Write the plan in the maelys-executor-plan/1 format: "
              "'maelys-warden plan --ro --format jsonl --field plan > "
-             "plan.json' writes one that --plan loads (keep a plan file "
-             "outside what it makes writable).",
+             "~/agent-plan.json' writes one that --plan loads (keep plan "
+             "files where no sandbox writes).",
              "--plan '%s': %s", policy->plan_file, error ? error : "invalid");
     maelys_executor_error_free(error);
     maelys_executor_plan_destroy(plan);

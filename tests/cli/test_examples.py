@@ -91,7 +91,9 @@ class Examples(WardenCase):
                        "argv": ["echo", "agent ran"],
                        "workspace": {"path": self.ws, "access": "read"},
                        "network": "none"}, f)
-        with open(os.path.join(self.ws, "plan.json"), "wb") as f:
+        # `run --plan ~/agent-plan.json`: a plan file kept where no sandbox
+        # writes (a workspace that was writable is refused as its place).
+        with open(os.path.join(self.home, "agent-plan.json"), "wb") as f:
             f.write(self.shell("maelys-warden plan --ro --format jsonl "
                                "--field plan").stdout)
         self.key = json.loads(self.shell("maelys-warden probe --json")

@@ -112,6 +112,8 @@ class Hints(WardenCase):
                            stderr=subprocess.PIPE, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         out = re.search(r"> *(\S+)", command).group(1)
+        if out.startswith("~/"):
+            out = os.path.join(env["HOME"], out[2:])
         self.warden("run", "--plan", out, "--", "/bin/true", check=0)
 
     def test_help_hints_name_the_command(self):
