@@ -214,6 +214,13 @@ int warden_agent(const invocation_t* inv) {
              "%s", error ? error : "");
     goto fail;
   }
+  /* Authority is never taken from where an earlier sandbox wrote (the
+   * library refused any symbolic link on the way). */
+  if (warden_written_check("SPEC", file,
+                           "what defines a run's authority (a plan, policy, "
+                           "profile or spec) is never read from there",
+                           &err) != 0)
+    goto fail;
   if (maelys_orchestrator_spec_endpoint(spec) !=
       MAELYS_ORCHESTRATOR_ENDPOINT_DUPLEX_STDIO) {
     cli_fail(&err, "VALIDATION_FAILED",
@@ -222,7 +229,9 @@ int warden_agent(const invocation_t* inv) {
              "must be duplex-stdio");
     goto fail;
   }
-  if (warden_receipt_dir(inv, receipts, sizeof receipts, &err) != 0)
+  if (warden_receipt_dir(inv, receipts, sizeof receipts, &err) != 0 ||
+      warden_written_check("--receipt-dir", receipts,
+                           "receipts are never written there", &err) != 0)
     goto fail;
   if (maelys_orchestrator_spec_writes(spec, receipts)) {
     cli_fail(&err, "ACCESS_DENIED",
@@ -313,6 +322,16 @@ int warden_agent(const invocation_t* inv) {
             maelys_orchestrator_session_id(st.session),
             maelys_orchestrator_boundary_digest(
                 maelys_orchestrator_session_boundary(st.session)));
+  /* Remembered before anything runs, as run does: an authority file or
+   * receipt directory below what the agent may write is refused by every
+   * later run. */
+  if (warden_written_record(
+          maelys_orchestrator_boundary_plan(
+              maelys_orchestrator_session_boundary(st.session)),
+          &err) != 0) {
+    maelys_orchestrator_operation_destroy(op);
+    goto fail;
+  }
   r = maelys_orchestrator_session_run(st.session, op, on_result, &st, &error);
   if (r != MAELYS_EXECUTOR_OK) {
     cli_fail(&err, code_of(r), NULL, "%s", error ? error : "");

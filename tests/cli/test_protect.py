@@ -555,6 +555,37 @@ touch "'"$MARKER"'"'
         self.assertIn("the configuration directory",
                       self.failure(p, "ACCESS_DENIED")["message"])
 
+    def test_agent_remembers_and_respects_where_sandboxes_wrote(self):
+        """As run: what an agent may write is recorded before it starts (a
+        plan file there is refused afterwards), and a spec is never read
+        from where an earlier sandbox could write."""
+        p, out = self.agent("true")
+        self.assertEqual(p.returncode, 0, out)
+        planted = os.path.join(self.ws, "planted-plan.json")
+        with open(planted, "wb") as f:
+            f.write(self.warden("plan", "--ro", "--format", "jsonl",
+                                "--field", "plan", check=0).stdout)
+        os.chmod(planted, 0o600)
+        p = self.warden("run", "--plan", planted, "--", "/bin/true",
+                        env=self.env(MAELYS_CLI_FORMAT="json"))
+        self.assertIn("an earlier sandbox could write",
+                      self.failure(p, "ACCESS_DENIED")["message"])
+        # A spec in a directory a run made writable.
+        other = os.path.join(self.tmp, "other-" + os.path.basename(self.ws))
+        os.mkdir(other)
+        self.warden("run", "--rw", "--workspace", other, "--", "/bin/true",
+                    check=0)
+        spec = os.path.join(other, "spec.json")
+        with open(spec, "w") as f:
+            json.dump({"format": "maelys-agent-spec/1",
+                       "executable": "/bin/true",
+                       "workspace": {"path": self.ws, "access": "read"},
+                       "network": "none"}, f)
+        os.chmod(spec, 0o600)
+        p = self.warden("agent", spec, env=self.env(MAELYS_CLI_FORMAT="json"))
+        err = self.failure(p, "ACCESS_DENIED")
+        self.assertIn("an earlier sandbox could write", err["message"])
+
     # ---------------------------------------------------------- reports
 
     def test_receipt_and_explain_list_what_was_protected(self):
