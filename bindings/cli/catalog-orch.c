@@ -80,11 +80,11 @@ static const option_def_t* const agent_options[] = {
 static const operand_def_t agent_operands[] = {
     {"SPEC",
      "The agent specification (maelys-agent-spec/1), in a file only "
-     "you or root can write.",
+     "you or root can write, outside anything a sandbox could write.",
      true, false, KIND_PATH, NULL}};
 
 static const example_def_t agent_examples[] = {
-    {LIST("agent", "codex.json"),
+    {LIST("agent", "~/codex.json"),
      "Run the agent the spec describes, relaying its stdio."}};
 
 const command_def_t warden_cmd_agent = {

@@ -85,7 +85,8 @@ class Examples(WardenCase):
         os.chmod(os.path.join(self.ws, "agent"), 0o755)
         with open(os.path.join(self.server_dir, "files_server.py"), "w") as f:
             f.write(SERVER)
-        with open(os.path.join(self.ws, "codex.json"), "w") as f:
+        # `agent ~/codex.json`: a spec kept where no sandbox writes.
+        with open(os.path.join(self.home, "codex.json"), "w") as f:
             json.dump({"format": "maelys-agent-spec/1",
                        "executable": "/bin/echo",
                        "argv": ["echo", "agent ran"],
