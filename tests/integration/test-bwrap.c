@@ -625,7 +625,7 @@ static void test_writable_tree_contents(void** state) {
     return;
   char dir[] = "/var/tmp/maelys-contents-XXXXXX";
   assert_non_null(mkdtemp(dir));
-  char sub[PATH_MAX], file[PATH_MAX], other[PATH_MAX], cmd[3 * PATH_MAX];
+  char sub[PATH_MAX], file[PATH_MAX + 16], other[PATH_MAX], cmd[3 * PATH_MAX];
   snprintf(sub, sizeof sub, "%s/a/b", dir);
   snprintf(cmd, sizeof cmd, "mkdir -p %s", sub);
   assert_int_equal(system(cmd), 0);
