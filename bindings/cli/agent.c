@@ -178,7 +178,7 @@ static int protect_agent(const invocation_t* inv, maelys_executor_t* ex,
   /* Spawn's checks again, on the protected plan without its reserved
    * names (which exist only once reserved). */
   maelys_executor_plan_t* unreserved = NULL;
-  if (warden_protect_unreserved_plan(p, *plan, &unreserved, err) != 0)
+  if (warden_protect_unreserved_plan(p, *plan, NULL, &unreserved, err) != 0)
     return -1;
   r = maelys_execution_check(ex, unreserved ? unreserved : *plan, req, &error);
   maelys_executor_plan_destroy(unreserved);

@@ -1247,10 +1247,11 @@ int warden_protect_profile(const warden_policy_t* policy,
 
 int warden_protect_unreserved_plan(const warden_protection_t* p,
                                    const maelys_executor_plan_t* plan,
+                                   const char* also_drop,
                                    maelys_executor_plan_t** out,
                                    cli_error_t* err) {
   *out = NULL;
-  bool any = false;
+  bool any = also_drop != NULL;
   for (size_t i = 0; i < p->count; i++)
     any = any || p->items[i].kind == WARDEN_PROTECT_RESERVED;
   if (!any)
@@ -1271,7 +1272,8 @@ int warden_protect_unreserved_plan(const warden_protection_t* p,
     const char* path =
         json_string_value(json_object_get(json_array_get(rules, i), "path"));
     const warden_protect_item_t* it = path ? find_item(p, path) : NULL;
-    if (it != NULL && it->kind == WARDEN_PROTECT_RESERVED)
+    if ((it != NULL && it->kind == WARDEN_PROTECT_RESERVED) ||
+        (path != NULL && also_drop != NULL && strcmp(path, also_drop) == 0))
       json_array_remove(rules, i);
   }
   text = json_dumps(doc, JSON_COMPACT);

@@ -99,12 +99,15 @@ int warden_protect_from_plan(warden_protection_t* p,
                              const maelys_executor_plan_t* plan,
                              cli_error_t* err);
 
-/* The plan without the rules of the reserved names, sealed (NULL when
- * nothing is reserved): spawn's checks run on it before any placeholder is
- * made, so that a run refused anyway (a workspace of /, /tmp, a home...)
- * never creates one there. */
+/* The plan without the rules of the reserved names and of `also_drop` (a
+ * path made only just before the spawn, such as a persistent home that does
+ * not exist yet; may be NULL), sealed (NULL when there is nothing to drop):
+ * spawn's checks run on it before any placeholder is made, so that a run
+ * refused anyway (a workspace of /, /tmp, a home...) never creates one
+ * there, and a dry run checks what it can without creating anything. */
 int warden_protect_unreserved_plan(const warden_protection_t* p,
                                    const maelys_executor_plan_t* plan,
+                                   const char* also_drop,
                                    maelys_executor_plan_t** out,
                                    cli_error_t* err);
 

@@ -661,11 +661,15 @@ static int launch_prepare(const invocation_t* inv, uv_loop_t* loop,
   if (warden_signing_start(inv, l->ex, l->plan, err) != 0 ||
       warden_chain_start(l->req, l->chain, err) != 0)
     return -1;
-  /* Spawn's checks first, on the plan without its reserved names: a run
-   * refused anyway never makes a placeholder (at /, in /tmp, in a home). */
+  /* Spawn's checks first, on the plan without its reserved names and
+   * without a persistent home still to be made: a run refused anyway never
+   * makes a placeholder (at /, in /tmp, in a home), and plan creates
+   * neither. spawn checks the whole plan again once they exist. */
   maelys_executor_plan_t* unreserved = NULL;
-  if (warden_protect_unreserved_plan(l->policy.protection, l->plan, &unreserved,
-                                     err) != 0)
+  const warden_extras_t* x = l->policy.extras;
+  if (warden_protect_unreserved_plan(
+          l->policy.protection, l->plan,
+          x != NULL && x->home_missing ? x->home : NULL, &unreserved, err) != 0)
     return -1;
   r = unreserved == NULL
           ? MAELYS_EXECUTOR_OK
@@ -710,9 +714,20 @@ int warden_plan(const invocation_t* inv) {
   char* error = NULL;
   int failed = launch_prepare(inv, &loop, &say, &l, &err) != 0;
   if (!failed) {
-    /* The checks spawn makes, the backend's preparation included. */
+    /* The checks spawn makes, the backend's preparation included, with the
+     * placeholders reserved; a persistent home still to be made is left
+     * out (a dry run creates none). */
+    const warden_extras_t* x = l.policy.extras;
+    warden_protection_t none = {0};
+    maelys_executor_plan_t* homeless = NULL;
+    failed = warden_protect_unreserved_plan(
+                 &none, l.plan, x != NULL && x->home_missing ? x->home : NULL,
+                 &homeless, &err) != 0;
     maelys_executor_result_t r =
-        maelys_execution_check(l.ex, l.plan, l.req, &error);
+        failed ? MAELYS_EXECUTOR_OK
+               : maelys_execution_check(l.ex, homeless ? homeless : l.plan,
+                                        l.req, &error);
+    maelys_executor_plan_destroy(homeless);
     if (r != MAELYS_EXECUTOR_OK) {
       cli_fail(&err, error_code_for(r), warden_hint_for(error), "%s",
                error ? error : maelys_executor_result_name(r));
