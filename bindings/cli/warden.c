@@ -193,6 +193,17 @@ static void missing_text(maelys_executor_t* ex, const char* name,
 static const char* fix_hint =
     "Install bubblewrap (apt-get install bubblewrap) where user namespaces "
     "are allowed; 'maelys-warden probe' shows what each backend proved.";
+/* When bubblewrap works here but lacks what the plan asks for (a mediated
+ * network, say), installing it again would not help. */
+static const char* capability_hint =
+    "No backend here proved what the message names: write the plan without "
+    "it ('maelys-warden probe' shows what each backend proved).";
+
+static const char* hint_for_backend(maelys_executor_t* ex, const char* name) {
+  uint64_t proved = 0;
+  maelys_executor_backend_capabilities(ex, name, &proved, NULL);
+  return proved != 0 ? capability_hint : fix_hint;
+}
 
 /* The backend that enforces the plan: the requested one, or the strongest
  * whose proved capabilities cover it. Never a silent fall back to an
@@ -212,7 +223,7 @@ static int select_backend(maelys_executor_t* ex,
     if (need & ~proved) {
       char why[2048];
       missing_text(ex, requested, need & ~proved, why, sizeof why);
-      return cli_fail(err, "POLICY_FAILED", fix_hint,
+      return cli_fail(err, "POLICY_FAILED", hint_for_backend(ex, requested),
                       "the plan cannot be enforced: backend %s", why);
     }
     *chosen = requested;
@@ -251,7 +262,7 @@ static int select_backend(maelys_executor_t* ex,
             sizeof reasons - strlen(reasons) - 1);
     strncat(reasons, why, sizeof reasons - strlen(reasons) - 1);
   }
-  return cli_fail(err, "POLICY_FAILED", fix_hint,
+  return cli_fail(err, "POLICY_FAILED", hint_for_backend(ex, "bubblewrap"),
                   "no backend can enforce this plan: %s", reasons);
 }
 

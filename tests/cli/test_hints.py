@@ -128,6 +128,28 @@ class Hints(WardenCase):
             self.assertIn(b"Usage: maelys-warden %s" % command.encode(),
                           p.stdout)
 
+    def test_a_capability_no_backend_proved_is_not_told_to_install(self):
+        """bubblewrap works here; a plan that asks for what it cannot do (a
+        mediated network) is not told to install it."""
+        doc = json.loads(self.warden("plan", "--ro", "--format", "jsonl",
+                                     "--field", "plan", check=0).stdout)
+        del doc["digest"]
+        doc["network"] = {"mode": "mediated",
+                          "destinations": [{"host": "example.org",
+                                            "port": 443}],
+                          "mediator": "maelys-egress.fd4"}
+        path = os.path.join(self.tmp, "mediated-%s.json" %
+                            os.path.basename(self.ws))
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        os.chmod(path, 0o600)
+        for command in ("run", "plan"):
+            err = self.refusal(command, "--plan", path, "--", "/bin/true",
+                               code="POLICY_FAILED")
+            self.assertIn("network_mediated_fd4", err["message"])
+            self.assertNotIn("Install bubblewrap", err["hint"])
+            self.assertIn("maelys-warden probe", err["hint"])
+
     def test_verify_takes_the_key_probe_prints_and_hints_fit(self):
         """The key exactly as `probe` prints it ("ed25519:" and 64 hex
         digits) is accepted whole; an empty directory is not called a
