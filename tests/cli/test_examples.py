@@ -24,6 +24,13 @@ from wardentest import ARGS, WardenCase, main
 
 README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                       "README.md")
+# The profiles the install ships (claude-code, codex, node-mcp, python-mcp).
+SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                       "bindings", "cli", "profiles")
+# Agents the examples name and the test does not install: a stand-in of the
+# same name in the workspace runs in their place (ci/agent-profiles runs the
+# real ones).
+AGENTS = ("claude", "codex")
 
 MCP_REQUEST = (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                            "params": {"protocolVersion": "2024-11-05",
@@ -83,6 +90,15 @@ class Examples(WardenCase):
             with open(os.path.join(self.ws, name), "w") as f:
                 f.write(text)
         os.chmod(os.path.join(self.ws, "agent"), 0o755)
+        for name in AGENTS:
+            path = os.path.join(self.ws, name)
+            with open(path, "w") as f:
+                f.write("#!/bin/sh\necho %s ran\n" % name)
+            os.chmod(path, 0o755)
+        # `--allow-write ../build`, `../shared-cache`: directories beside the
+        # workspace.
+        for name in ("build", "shared-cache"):
+            os.makedirs(os.path.join(self.tmp, name), exist_ok=True)
         with open(os.path.join(self.server_dir, "files_server.py"), "w") as f:
             f.write(SERVER)
         # `agent ~/codex.json`: a spec kept where no sandbox writes.
@@ -102,7 +118,8 @@ class Examples(WardenCase):
 
     def example_env(self):
         return {"PATH": "%s:/usr/bin:/bin" % os.path.dirname(ARGS.warden),
-                "HOME": self.home, "LANG": "C.UTF-8"}
+                "HOME": self.home, "LANG": "C.UTF-8",
+                "MAELYS_WARDEN_SYSTEM_PROFILES": SHIPPED}
 
     def shell(self, line, cwd=None, stdin=b""):
         p = subprocess.run(["/bin/sh", "-c", line], input=stdin,
@@ -119,6 +136,8 @@ class Examples(WardenCase):
                  "/opt/mcp": self.server_dir}
         for k, v in table.items():
             text = text.replace(k, v)
+        for name in AGENTS:
+            text = re.sub(r"(-- )%s\b" % name, r"\1./%s" % name, text)
         self.assertNotIn("...", text, "an example with an unknown "
                          "placeholder: %s" % text)
         return text
