@@ -227,10 +227,13 @@ static int read_key(const char* given, char out[80], cli_error_t* err) {
   }
   /* "ed25519:" and 64 hex digits, whichever way it came; the library refuses
    * any other length (a longer text is cut to 79, never to 72). */
-  if (strncmp(text, "ed25519:", 8) == 0)
-    snprintf(out, 80, "%s", text);
-  else
+  if (strncmp(text, "ed25519:", 8) == 0) {
+    size_t n = strnlen(text, 79);
+    memcpy(out, text, n);
+    out[n] = '\0';
+  } else {
     snprintf(out, 80, "ed25519:%.64s", text);
+  }
   return 0;
 }
 
