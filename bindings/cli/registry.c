@@ -549,7 +549,7 @@ int warden_receipts(const invocation_t* inv) {
     if (grown == NULL)
       break;
     files = grown;
-    snprintf(files[count].name, sizeof files[count].name, "%s", e->d_name);
+    memcpy(files[count].name, e->d_name, len + 1); /* len < its size */
     files[count++].mtime = st.st_mtim;
   }
   if (d != NULL)
