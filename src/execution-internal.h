@@ -114,6 +114,7 @@ struct maelys_execution {
   char* executable;
   char** argv;
   char* receipt_dir;
+  int receipt_dirfd; /* opened once at spawn; -1 without receipts */
   uint64_t grace_ms, force_ms;
   unsigned launch_flags;
 

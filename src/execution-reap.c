@@ -47,8 +47,12 @@ static void unlink_orphan(maelys_execution_t* e) {
 static void on_receipt_work(uv_work_t* req) {
   maelys_execution_t* e = req->data;
   char* path = NULL;
-  int r = maelys__executor_receipt_write(e->receipt_dir, e->id, e->receipt_json,
-                                         &path);
+  int r = e->receipt_dirfd >= 0
+              ? maelys__executor_record_write_at(e->receipt_dirfd,
+                                                 e->receipt_dir, e->id, ".json",
+                                                 e->receipt_json, &path)
+              : maelys__executor_record_write(e->receipt_dir, e->id, ".json",
+                                              e->receipt_json, &path);
   e->receipt_errno = r < 0 ? -r : 0;
   e->receipt_path = path;
 }

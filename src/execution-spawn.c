@@ -330,8 +330,8 @@ check_request(maelys_executor_t* executor, const maelys_executor_plan_t* plan,
 /* Invariant 13: the receipt directory must lie outside every path the plan
  * makes writable. Both sides are compared after resolving symlinks. */
 static maelys_executor_result_t
-check_receipt_dir(const maelys_executor_plan_t* plan, const char* dir,
-                  char** out_error) {
+check_receipt_dir(const maelys_executor_plan_t* plan, int dirfd,
+                  const char* dir, char** out_error) {
   char resolved_dir[PATH_MAX];
   /* Resolve the deepest existing ancestor, then append the rest. */
   char probe[PATH_MAX];
@@ -352,6 +352,18 @@ check_receipt_dir(const maelys_executor_plan_t* plan, const char* dir,
   snprintf(full, sizeof full, "%s%s",
            strcmp(resolved_dir, "/") == 0 && suffix[0] ? "" : resolved_dir,
            suffix);
+  /* Once opened: the directory the descriptor holds, wherever a link swapped
+   * in since pointed. */
+  if (dirfd >= 0) {
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", dirfd);
+    ssize_t n = readlink(self, full, sizeof full - 1);
+    if (n <= 0)
+      return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                   "the receipt directory '%s': %s", dir,
+                                   n < 0 ? strerror(errno) : "no name");
+    full[n] = '\0';
+  }
   if (full[0] == '\0')
     snprintf(full, sizeof full, "/");
   const char* paths[2 * MAELYS_EXECUTOR_MAX_ENTRIES];
@@ -399,7 +411,7 @@ create_cgroup(maelys_execution_t* e, uint64_t memory_max, char** out_error) {
  * end cannot fail for want of memory. */
 static maelys_executor_result_t
 check_receipt_chain(maelys_executor_t* executor,
-                    const maelys_execution_request_t* request,
+                    const maelys_execution_request_t* request, bool dry_run,
                     char** out_error) {
   if (request->receipt_dir == NULL)
     return maelys__executor_fail(
@@ -407,7 +419,9 @@ check_receipt_chain(maelys_executor_t* executor,
         "the request joins receipt chain '%s' but has no receipt directory",
         request->receipt_chain);
   maelys__receipt_chain_t* c =
-      maelys__executor_chain(executor, request->receipt_chain, true);
+      maelys__executor_chain(executor, request->receipt_chain, !dry_run);
+  if (c == NULL && dry_run)
+    return MAELYS_EXECUTOR_OK; /* a new chain: spawn would create it */
   if (c == NULL)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
                                  "out of memory");
@@ -485,37 +499,115 @@ static void spawn_dispose(spawn_t* s) {
   s->fds = NULL;
 }
 
-/* Every check that can refuse before anything is created. */
+/* The arguments of spawn and of its dry run. */
 static maelys_executor_result_t
-spawn_checks(maelys_executor_t* executor, const maelys_executor_plan_t* plan,
-             const maelys_execution_request_t* request,
-             const maelys__backend_entry_t** out_backend, char** out_error) {
+check_arguments(maelys_executor_t* executor, const maelys_executor_plan_t* plan,
+                const maelys_execution_request_t* request, char** out_error) {
   if (executor == NULL || plan == NULL || request == NULL)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                                  "executor, plan and request are required");
   if (executor->destroyed)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
                                  "the executor was destroyed");
+  return MAELYS_EXECUTOR_OK;
+}
+
+/* Every check spawn makes before it creates anything. A dry run (`dry_run`)
+ * makes them without side effects: the receipt directory is judged as
+ * spawn's mkdir would find it (neither created nor opened), and a new
+ * receipt chain is not recorded. Otherwise *out_receipt_dirfd is the
+ * receipt directory opened (or -1 without one): the caller owns it. */
+static maelys_executor_result_t
+preflight(maelys_executor_t* executor, const maelys_executor_plan_t* plan,
+          const maelys_execution_request_t* request, bool dry_run,
+          int* out_receipt_dirfd, const maelys__backend_entry_t** out_backend,
+          char** out_error) {
+  *out_receipt_dirfd = -1;
   maelys_executor_result_t res = MAELYS_EXECUTOR_OK;
   if (plan->sealed)
     res = maelys__executor_check_system_trees(plan, out_error);
   if (res == MAELYS_EXECUTOR_OK && plan->sealed && request->receipt_dir != NULL)
-    res = check_receipt_dir(plan, request->receipt_dir, out_error);
+    res = check_receipt_dir(plan, -1, request->receipt_dir, out_error);
   /* A receipt that could not be written must never be silent: a directory
    * that cannot take one refuses the launch before anything runs. */
+  int receipt_dirfd = -1;
   if (res == MAELYS_EXECUTOR_OK && plan->sealed &&
       request->receipt_dir != NULL) {
-    int rr = maelys__executor_receipt_dir_ready(request->receipt_dir);
-    if (rr != 0)
+    int rr =
+        dry_run
+            ? maelys__executor_receipt_dir_could_be_ready(request->receipt_dir)
+            : (receipt_dirfd =
+                   maelys__executor_receipt_dir_open(request->receipt_dir));
+    if (rr < 0) {
+      receipt_dirfd = -1;
       res = maelys__executor_fail(
           out_error, MAELYS_EXECUTOR_ERR_IO,
           "the receipt directory '%s' cannot take a receipt: %s",
           request->receipt_dir, strerror(-rr));
+    } else if (receipt_dirfd >= 0) {
+      res = check_receipt_dir(plan, receipt_dirfd, request->receipt_dir,
+                              out_error);
+    }
   }
   if (res == MAELYS_EXECUTOR_OK)
     res = check_request(executor, plan, request, out_backend, out_error);
   if (res == MAELYS_EXECUTOR_OK && request->receipt_chain != NULL)
-    res = check_receipt_chain(executor, request, out_error);
+    res = check_receipt_chain(executor, request, dry_run, out_error);
+  if (res != MAELYS_EXECUTOR_OK) {
+    if (receipt_dirfd >= 0)
+      close(receipt_dirfd);
+    return res;
+  }
+  *out_receipt_dirfd = receipt_dirfd;
+  return MAELYS_EXECUTOR_OK;
+}
+
+maelys_executor_result_t maelys_execution_check(
+    maelys_executor_t* executor, const maelys_executor_plan_t* plan,
+    const maelys_execution_request_t* request, char** out_error) {
+  MAELYS__CHECK_OUT_ERROR(out_error);
+  maelys_executor_result_t res =
+      check_arguments(executor, plan, request, out_error);
+  if (res != MAELYS_EXECUTOR_OK)
+    return res;
+  const maelys__backend_entry_t* backend = NULL;
+  int no_fd = -1; /* a dry run opens no receipt directory */
+  res = preflight(executor, plan, request, true, &no_fd, &backend, out_error);
+  if (res != MAELYS_EXECUTOR_OK)
+    return res;
+  /* The payload's descriptor numbers as build_layout lays them out, without
+   * creating the pipes and sockets behind them: the backend's preparation
+   * only needs which child descriptors exist. A terminal stdin is refused
+   * exactly as build_layout refuses it. */
+  uint64_t needed = 0;
+  maelys_executor_plan_required_capabilities(plan, &needed, NULL);
+  if (request->io_mode == MAELYS_EXEC_IO_INHERIT && needed != 0 && isatty(0))
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_DENIED,
+        "the host's stdin is a terminal, and a sandbox never receives a "
+        "terminal the host holds (invariant 21): use the captured io mode, "
+        "or a pseudo-terminal session");
+  int fds[MAELYS_BACKEND_PAYLOAD_FD_MAX];
+  size_t count = 0;
+  int limit = 3;
+  for (int fd = 0; fd < 3; fd++)
+    fds[count++] = fd;
+  if (request->io_mode == MAELYS_EXEC_IO_ISOLATED_DUPLEX)
+    fds[count++] = request->protocol_fd;
+  for (size_t i = 0;
+       i < request->channel_count && count < MAELYS__ARRAY_SIZE(fds); i++)
+    fds[count++] = request->channels[i].child_fd;
+  for (size_t i = 0; i < count; i++)
+    if (fds[i] + 1 > limit)
+      limit = fds[i] + 1;
+  maelys_backend_launch_t launch;
+  maelys__executor_launch_init(&launch, 0);
+  launch.payload_fd_limit = limit;
+  launch.payload_fds = fds;
+  launch.payload_fd_count = count;
+  res = backend->vtable->prepare(backend->state, backend->proved, plan, request,
+                                 &launch, out_error);
+  maelys__executor_launch_dispose(&launch);
   return res;
 }
 
@@ -532,23 +624,30 @@ static void execution_discard(maelys_execution_t* e) {
   free(e->executable);
   maelys__exec_free_vector(e->argv);
   free(e->receipt_dir);
+  if (e->receipt_dirfd >= 0)
+    close(e->receipt_dirfd);
   free(e->receipt_chain);
   free(e->receipt_context);
   sodium_memzero(e->receipt_key, sizeof e->receipt_key);
   free(e);
 }
 
-/* A new execution with what it keeps of the request (copied). */
+/* A new execution with what it keeps of the request (copied) and the
+ * receipt directory preflight opened (consumed). */
 static maelys_execution_t*
 execution_create(maelys_executor_t* executor,
                  const maelys__backend_entry_t* backend,
-                 const maelys_execution_request_t* request, char** out_error) {
+                 const maelys_execution_request_t* request, int receipt_dirfd,
+                 char** out_error) {
   maelys_execution_t* e = calloc(1, sizeof *e);
   if (e == NULL) {
+    if (receipt_dirfd >= 0)
+      close(receipt_dirfd);
     maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
                           "out of memory creating an execution");
     return NULL;
   }
+  e->receipt_dirfd = receipt_dirfd;
   e->executor = executor;
   e->backend = backend;
   e->orphan.execution = e;
@@ -769,13 +868,18 @@ maelys_execution_spawn(maelys_executor_t* executor,
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                                  "out_execution is NULL");
   *out_execution = NULL;
-  const maelys__backend_entry_t* backend = NULL;
   maelys_executor_result_t res =
-      spawn_checks(executor, plan, request, &backend, out_error);
+      check_arguments(executor, plan, request, out_error);
+  if (res != MAELYS_EXECUTOR_OK)
+    return res;
+  const maelys__backend_entry_t* backend = NULL;
+  int receipt_dirfd = -1;
+  res = preflight(executor, plan, request, false, &receipt_dirfd, &backend,
+                  out_error);
   if (res != MAELYS_EXECUTOR_OK)
     return res;
   maelys_execution_t* e =
-      execution_create(executor, backend, request, out_error);
+      execution_create(executor, backend, request, receipt_dirfd, out_error);
   if (e == NULL)
     return MAELYS_EXECUTOR_ERR_MEMORY;
   spawn_t s;

@@ -81,6 +81,8 @@ static void execution_free(maelys_execution_t* e) {
   free(e->executable);
   maelys__exec_free_vector(e->argv);
   free(e->receipt_dir);
+  if (e->receipt_dirfd >= 0)
+    close(e->receipt_dirfd);
   free(e->status_message);
   free(e->diag);
   free(e->launch_failed);

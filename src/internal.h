@@ -139,6 +139,11 @@ size_t maelys__executor_plan_writable_paths(const maelys_executor_plan_t* plan,
 
 /* Invariant 18: refuses a plan that makes a host system tree writable (by
  * name, and by identity for paths that exist). */
+/* writable-trees.c: refuses a writable `path` that holds a set-id file, a
+ * file with capabilities or a mount below it, or is a file with several
+ * names (invariants 17 and 18). */
+maelys_executor_result_t maelys__executor_check_writable_tree(const char* path,
+                                                              char** out_error);
 maelys_executor_result_t
 maelys__executor_check_system_trees(const maelys_executor_plan_t* plan,
                                     char** out_error);
@@ -451,20 +456,24 @@ void maelys__executor_record_digest(const char* text, char out[72]);
 /* A chain identifier as maelys_execution_request_set_receipt_chain takes. */
 bool maelys__executor_chain_id_is_valid(const char* id);
 
-/* Writes `json` to dir/<name><suffix> atomically (suffix ".json" for
- * receipts). As maelys__executor_receipt_write. */
+/* Writes `json` to dir/<name><suffix> atomically (temporary file, fsync,
+ * rename, fsync of the directory): suffix ".json" for receipts. Returns 0 or
+ * a negative errno; *out_path is the final path on success (caller frees). */
 int maelys__executor_record_write(const char* dir, const char* name,
                                   const char* suffix, const char* json,
                                   char** out_path);
-
-/* Writes `json` to dir/<id>.json atomically (temporary file, fsync, rename,
- * fsync of the directory). Returns 0 or a negative errno; *out_path is the
- * final path on success (caller frees). */
-/* Creates the receipt directory (0700, with its parents) and checks that
- * this process can write there: 0 or a negative errno. */
-int maelys__executor_receipt_dir_ready(const char* dir);
-
-int maelys__executor_receipt_write(const char* dir, const char* id,
-                                   const char* json, char** out_path);
+/* The same through the directory's descriptor `dfd` (its name `dir` only
+ * names the result). */
+int maelys__executor_record_write_at(int dfd, const char* dir, const char* name,
+                                     const char* suffix, const char* json,
+                                     char** out_path);
+/* Creates the receipt directory (0700, with its parents), opens it and
+ * checks that this process can write there: the descriptor, or a negative
+ * errno. Receipts are written through it, never by path again. */
+int maelys__executor_receipt_dir_open(const char* dir);
+/* What maelys__executor_receipt_dir_open would find, creating and opening
+ * nothing (maelys_execution_check): 0 or the negative errno it would fail
+ * with. */
+int maelys__executor_receipt_dir_could_be_ready(const char* dir);
 
 #endif /* MAELYS_EXECUTOR_INTERNAL_H */

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,41 +304,78 @@ static int mkdir_p(const char* dir) {
   return r;
 }
 
-int maelys__executor_receipt_dir_ready(const char* dir) {
+int maelys__executor_receipt_dir_open(const char* dir) {
   int r = mkdir_p(dir);
   if (r != 0)
     return r;
-  struct stat st;
-  if (lstat(dir, &st) != 0)
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
     return -errno;
-  if (!S_ISDIR(st.st_mode))
-    return -ENOTDIR;
-  if (access(dir, W_OK | X_OK) != 0)
-    return -errno;
-  return 0;
+  if (faccessat(fd, ".", W_OK | X_OK, 0) != 0) {
+    r = -errno;
+    close(fd);
+    return r;
+  }
+  return fd;
 }
 
-int maelys__executor_receipt_write(const char* dir, const char* id,
-                                   const char* json, char** out_path) {
-  return maelys__executor_record_write(dir, id, ".json", json, out_path);
+/* What maelys__executor_receipt_dir_open would find, without creating
+ * anything: an existing directory must be writable and searchable; a missing
+ * one, its nearest existing ancestor (where mkdir_p would start). */
+int maelys__executor_receipt_dir_could_be_ready(const char* dir) {
+  char probe[PATH_MAX];
+  if (snprintf(probe, sizeof probe, "%s", dir) >= (int)sizeof probe)
+    return -ENAMETOOLONG;
+  for (;;) {
+    struct stat st;
+    /* Followed, as open() follows it. */
+    if (stat(probe, &st) == 0) {
+      if (!S_ISDIR(st.st_mode))
+        return -ENOTDIR;
+      return access(probe, W_OK | X_OK) != 0 ? -errno : 0;
+    }
+    if (errno != ENOENT)
+      return -errno;
+    char* slash = strrchr(probe, '/');
+    if (slash == NULL)
+      return -ENOENT;
+    if (slash == probe)
+      slash[1] = '\0';
+    else
+      *slash = '\0';
+  }
 }
 
 int maelys__executor_record_write(const char* dir, const char* id,
                                   const char* suffix, const char* json,
                                   char** out_path) {
   *out_path = NULL;
-  int r = mkdir_p(dir);
-  if (r != 0)
-    return r;
+  int dfd = maelys__executor_receipt_dir_open(dir);
+  if (dfd < 0)
+    return dfd;
+  int r =
+      maelys__executor_record_write_at(dfd, dir, id, suffix, json, out_path);
+  close(dfd);
+  return r;
+}
+
+/* Through the directory's descriptor only: a directory swapped for a link
+ * after it was opened (by a sandbox that can write its parent) redirects
+ * nothing. */
+int maelys__executor_record_write_at(int dfd, const char* dir, const char* id,
+                                     const char* suffix, const char* json,
+                                     char** out_path) {
+  *out_path = NULL;
+  int r = 0;
   char* final_path = maelys__executor_asprintf("%s/%s%s", dir, id, suffix);
-  char* tmp_path = maelys__executor_asprintf("%s/.%s%s.tmp", dir, id, suffix);
-  if (final_path == NULL || tmp_path == NULL) {
-    free(final_path);
-    free(tmp_path);
-    return -ENOMEM;
+  char* final_name = maelys__executor_asprintf("%s%s", id, suffix);
+  char* tmp_name = maelys__executor_asprintf(".%s%s.tmp", id, suffix);
+  if (final_path == NULL || final_name == NULL || tmp_name == NULL) {
+    r = -ENOMEM;
+    goto out;
   }
-  int fd = open(tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                0600);
+  int fd = openat(dfd, tmp_name,
+                  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     r = -errno;
     goto out;
@@ -359,21 +397,18 @@ int maelys__executor_record_write(const char* dir, const char* id,
   if (r == 0 && fsync(fd) != 0)
     r = -errno;
   close(fd);
-  if (r == 0 && rename(tmp_path, final_path) != 0)
+  if (r == 0 && renameat(dfd, tmp_name, dfd, final_name) != 0)
     r = -errno;
   if (r != 0) {
-    unlink(tmp_path);
+    unlinkat(dfd, tmp_name, 0);
     goto out;
   }
-  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
-  }
+  fsync(dfd);
   *out_path = final_path;
   final_path = NULL;
 out:
   free(final_path);
-  free(tmp_path);
+  free(final_name);
+  free(tmp_name);
   return r;
 }

@@ -201,12 +201,15 @@ static const char* refused_source(const char* path) {
 
 /* A bind of `source` at `dest`: by descriptor, or staged for a privileged
  * host that drops to the sandbox uid (which must own what it may write, and
- * reach what it may read, through an idmapped clone). */
-static maelys_executor_result_t bind_source(builder_t* b, const char* what,
-                                            const char* source,
-                                            const char* dest, bool writable,
-                                            maelys_executor_missing_t missing,
-                                            int expect_kind) {
+ * reach what it may read, through an idmapped clone). `like_writable`: a
+ * read-only bind nested in a writable one is staged like its surroundings,
+ * so that its owner is the same one inside (git refuses a repository whose
+ * `.git` file has another owner than its working tree: "dubious
+ * ownership"). */
+static maelys_executor_result_t
+bind_source(builder_t* b, const char* what, const char* source,
+            const char* dest, bool writable, bool like_writable,
+            maelys_executor_missing_t missing, int expect_kind) {
   maelys__bwrap_source_t info;
   memset(&info, 0, sizeof info);
   bool skipped;
@@ -276,7 +279,8 @@ static maelys_executor_result_t bind_source(builder_t* b, const char* what,
                 expect_kind == MAELYS__BWRAP_DIRECTORY ? "recursive-directory"
                                                        : "literal-file");
   }
-  if (b->env->host_root && (writable || !info.world_accessible)) {
+  if (b->env->host_root &&
+      (writable || like_writable || !info.world_accessible)) {
     rs->close(rs->ctx, fd);
     int idx = add_stage(b, source, &info);
     if (idx < 0)
@@ -324,6 +328,19 @@ static bool covered(const maelys_executor_plan_t* plan, const char* path) {
     maelys_executor_plan_rule_get(plan, i, &r);
     if ((r.access == MAELYS_EXECUTOR_ACCESS_READ ||
          r.access == MAELYS_EXECUTOR_ACCESS_WRITE) &&
+        within(path, r.path))
+      return true;
+  }
+  return false;
+}
+
+/* Whether `path` lies strictly inside the path of a WRITE rule. */
+static bool inside_writable_rule(const maelys_executor_plan_t* plan,
+                                 const char* path) {
+  for (size_t i = 0; i < maelys_executor_plan_rule_count(plan); i++) {
+    maelys_executor_rule_view_t r;
+    maelys_executor_plan_rule_get(plan, i, &r);
+    if (r.access == MAELYS_EXECUTOR_ACCESS_WRITE && strcmp(r.path, path) != 0 &&
         within(path, r.path))
       return true;
   }
@@ -398,7 +415,8 @@ static maelys_executor_result_t mount(builder_t* b,
   case MAELYS_EXECUTOR_MOUNT_RO_BIND:
   case MAELYS_EXECUTOR_MOUNT_BIND:
     return bind_source(b, "bind source", m->source, m->destination,
-                       m->kind == MAELYS_EXECUTOR_MOUNT_BIND, m->missing, 0);
+                       m->kind == MAELYS_EXECUTOR_MOUNT_BIND, false, m->missing,
+                       0);
   case MAELYS_EXECUTOR_MOUNT_TMPFS:
     arg(b, "--size");
     argf(b, "%llu", (unsigned long long)m->size_bytes);
@@ -566,6 +584,7 @@ maelys__bwrap_lower(const maelys_executor_plan_t* plan,
       continue;
     res = bind_source(&b, "rule path", r.path, r.path,
                       r.access == MAELYS_EXECUTOR_ACCESS_WRITE,
+                      inside_writable_rule(plan, r.path),
                       MAELYS_EXECUTOR_MISSING_FAIL,
                       r.scope == MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY
                           ? MAELYS__BWRAP_DIRECTORY
@@ -576,7 +595,7 @@ maelys__bwrap_lower(const maelys_executor_plan_t* plan,
     goto fail;
 
   res = bind_source(&b, "helper", env->helper_path, MAELYS__BWRAP_HELPER_DEST,
-                    false, MAELYS_EXECUTOR_MISSING_FAIL, -1);
+                    false, false, MAELYS_EXECUTOR_MISSING_FAIL, -1);
   if (res != MAELYS_EXECUTOR_OK)
     goto fail;
 

@@ -831,6 +831,43 @@ typedef struct probe_dirs {
 
 /* Removes everything below the directory `dir` (consumed), following no
  * symbolic link. */
+static void remove_tree(int dir);
+
+/* Removes a probe directory's contents, its lock file last: a registration
+ * killed while it cleans up (or sweeps) leaves a directory the next one
+ * still recognises as stale by its free lock, not one without a lock that
+ * would wait a minute. The test that kills registrations at every
+ * millisecond found that window. */
+static void remove_probe_tree(int dir) {
+  int copy = dup(dir);
+  DIR* d = fdopendir(dir);
+  if (d == NULL) {
+    close(dir);
+    if (copy >= 0)
+      close(copy);
+    return;
+  }
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+        strcmp(e->d_name, ".lock") == 0)
+      continue;
+    if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+      continue;
+    int sub = openat(dirfd(d), e->d_name,
+                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub >= 0) {
+      remove_tree(sub);
+      unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+    }
+  }
+  closedir(d);
+  if (copy >= 0) {
+    unlinkat(copy, ".lock", 0);
+    close(copy);
+  }
+}
+
 static void remove_tree(int dir) {
   DIR* d = fdopendir(dir);
   if (d == NULL) {
@@ -857,17 +894,47 @@ static void probe_prefix(char* out, size_t size) {
   snprintf(out, size, "maelys-probe-%u-", (unsigned)geteuid());
 }
 
-/* Sweeps this user's probe directories whose registration is gone: their
- * lock is free (or, for one that died before taking it, a minute old). */
+/* The start time of process `pid` (field 22 of /proc/PID/stat, clock ticks
+ * since boot), or 0 when it does not exist. With the pid it names a process
+ * for good: a pid reused later has another start time. */
+static unsigned long long process_start(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0)
+    return 0;
+  buf[n] = '\0';
+  const char* p = strrchr(buf, ')'); /* the command name may hold spaces */
+  unsigned long long start = 0;
+  for (int field = 2; p != NULL && *p != '\0'; p++)
+    if (*p == ' ' && ++field == 22) {
+      start = strtoull(p + 1, NULL, 10);
+      break;
+    }
+  return start;
+}
+
+/* Sweeps this user's probe directories whose registration is gone. A name
+ * carries its creator (maelys-probe-UID-PID-START-XXXXXX): the directory is
+ * stale once that process is dead, whatever instant it died at -- even
+ * between creating the directory and locking it, a window no lock can
+ * close. While the creator lives, a free lock (the registration finished
+ * without removing it) makes it stale too. Names without a creator (older
+ * versions) fall back to the lock, or a minute's age without one. */
 static void sweep_probe_dirs(const char* parent) {
   char prefix[64];
   probe_prefix(prefix, sizeof prefix);
+  size_t plen = strlen(prefix);
   DIR* d = opendir(parent);
   if (d == NULL)
     return;
   struct dirent* e;
   while ((e = readdir(d)) != NULL) {
-    if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+    if (strncmp(e->d_name, prefix, plen) != 0)
       continue;
     int dir = openat(dirfd(d), e->d_name,
                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -878,16 +945,22 @@ static void sweep_probe_dirs(const char* parent) {
       close(dir);
       continue;
     }
+    int pid = 0;
+    unsigned long long start = 0;
+    bool named = sscanf(e->d_name + plen, "%d-%llu-", &pid, &start) == 2 &&
+                 pid > 0 && start > 0;
+    bool creator_dead = named && process_start(pid) != start;
     int lock = openat(dir, ".lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    bool stale = lock >= 0 ? flock(lock, LOCK_EX | LOCK_NB) == 0
-                           : time(NULL) - st.st_mtime > 60;
+    bool stale =
+        creator_dead || (lock >= 0 ? flock(lock, LOCK_EX | LOCK_NB) == 0
+                                   : !named && time(NULL) - st.st_mtime > 60);
     if (lock >= 0)
       close(lock);
     if (!stale) {
       close(dir);
       continue;
     }
-    remove_tree(dir);
+    remove_probe_tree(dir);
     unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
   }
   closedir(d);
@@ -900,16 +973,30 @@ static int make_probe_dirs(const bwrap_state_t* st, probe_dirs_t* d) {
   sweep_probe_dirs(parent);
   char prefix[64];
   probe_prefix(prefix, sizeof prefix);
-  snprintf(d->root, sizeof d->root, "%s/%sXXXXXX", parent, prefix);
+  snprintf(d->root, sizeof d->root, "%s/%s%d-%llu-XXXXXX", parent, prefix,
+           (int)getpid(), process_start(getpid()));
   if (mkdtemp(d->root) == NULL) {
     d->root[0] = '\0';
     return -errno;
   }
   char lock[PATH_MAX + 8];
   snprintf(lock, sizeof lock, "%s/.lock", d->root);
-  d->lock_fd = open(lock, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX) != 0)
-    return -errno;
+  /* The lock file appears already locked: made anonymous (O_TMPFILE),
+   * locked, then linked in. Created by name and then locked, another
+   * registration's sweep could take the free lock in between and remove a
+   * live directory (seen on a machine where several users' suites run). */
+  d->lock_fd = open(d->root, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (d->lock_fd >= 0) {
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", d->lock_fd);
+    if (flock(d->lock_fd, LOCK_EX) != 0 ||
+        linkat(AT_FDCWD, self, AT_FDCWD, lock, AT_SYMLINK_FOLLOW) != 0)
+      return -errno;
+  } else {
+    d->lock_fd = open(lock, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX) != 0)
+      return -errno;
+  }
   snprintf(d->rw, sizeof d->rw, "%s/rw", d->root);
   snprintf(d->ro, sizeof d->ro, "%s/ro", d->root);
   snprintf(d->ro_file, sizeof d->ro_file, "%s/ro/file", d->root);
@@ -929,7 +1016,7 @@ static void remove_probe_dirs(probe_dirs_t* d) {
   if (d->root[0] != '\0') {
     int dir = open(d->root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dir >= 0)
-      remove_tree(dir);
+      remove_probe_tree(dir);
     rmdir(d->root);
   }
   if (d->lock_fd >= 0)

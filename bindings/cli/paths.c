@@ -167,7 +167,11 @@ int warden_read_authority(const char* option, const char* path, size_t max,
   *out_data = NULL;
   *out_len = 0;
   struct stat st;
-  if (warden_user_path(option, path, true, out_path, &st, err) != 0)
+  if (warden_user_path(option, path, true, out_path, &st, err) != 0 ||
+      warden_written_check(option, out_path,
+                           "what defines a run's authority (a plan, policy, "
+                           "profile or spec) is never read from there",
+                           err) != 0)
     return -1;
   int fd = open(out_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)

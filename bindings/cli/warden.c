@@ -146,13 +146,18 @@ static int plan_for(const invocation_t* inv, maelys_executor_t* ex,
       some_backend_proved(ex, MAELYS_BACKEND_CAP_LIMIT_MEMORY);
   char state[PATH_MAX];
   const char* backend = cli_value(inv, "--backend");
+  /* A plan lowered from a policy, like one read from a file, carries its own
+   * protections (protect.h): they are reserved and audited all the same. */
   if (policy->policy_file != NULL
           ? warden_policy_plan(policy, ex, backend ? backend : "bubblewrap",
-                               plan, err) != 0
+                               plan, err) != 0 ||
+                warden_protect_from_plan(policy->protection, *plan, err) != 0
           : warden_build_plan(policy, plan, err) != 0)
     return -1;
   if (warden_receipt_dir(inv, receipts, PATH_MAX, err) != 0 ||
-      warden_state_dir(inv, state, sizeof state, err) != 0)
+      warden_state_dir(inv, state, sizeof state, err) != 0 ||
+      warden_written_check("--receipt-dir", receipts,
+                           "receipts are never written there", err) != 0)
     return -1;
   warden_protected_t protect = {.count = 0};
   warden_protect_defaults(&protect, state, NULL);
@@ -161,6 +166,8 @@ static int plan_for(const invocation_t* inv, maelys_executor_t* ex,
     warden_protect(&protect, "the plan file", policy->plan_path);
   if (policy->policy_file != NULL)
     warden_protect(&protect, "the policy file", policy->plan_path);
+  if (warden_extras_protect(policy, &protect, err) != 0)
+    return -1;
   return warden_check_protected(*plan, &protect, err);
 }
 
@@ -186,6 +193,17 @@ static void missing_text(maelys_executor_t* ex, const char* name,
 static const char* fix_hint =
     "Install bubblewrap (apt-get install bubblewrap) where user namespaces "
     "are allowed; 'maelys-warden probe' shows what each backend proved.";
+/* When bubblewrap works here but lacks what the plan asks for (a mediated
+ * network, say), installing it again would not help. */
+static const char* capability_hint =
+    "No backend here proved what the message names: write the plan without "
+    "it ('maelys-warden probe' shows what each backend proved).";
+
+static const char* hint_for_backend(maelys_executor_t* ex, const char* name) {
+  uint64_t proved = 0;
+  maelys_executor_backend_capabilities(ex, name, &proved, NULL);
+  return proved != 0 ? capability_hint : fix_hint;
+}
 
 /* The backend that enforces the plan: the requested one, or the strongest
  * whose proved capabilities cover it. Never a silent fall back to an
@@ -205,7 +223,7 @@ static int select_backend(maelys_executor_t* ex,
     if (need & ~proved) {
       char why[2048];
       missing_text(ex, requested, need & ~proved, why, sizeof why);
-      return cli_fail(err, "POLICY_FAILED", fix_hint,
+      return cli_fail(err, "POLICY_FAILED", hint_for_backend(ex, requested),
                       "the plan cannot be enforced: backend %s", why);
     }
     *chosen = requested;
@@ -219,6 +237,18 @@ static int select_backend(maelys_executor_t* ex,
     bool fits = (need & ~proved) == 0;
     if (fits && host_root && strcmp(name, "bubblewrap") == 0)
       fits = false; /* it builds the root from binds; a host root is posix's */
+    /* posix confines nothing: it is never chosen for the user. A plan that
+     * requires nothing (say, one planted by an earlier run) would otherwise
+     * run the next program unconfined, as its caller. */
+    if (strcmp(name, "posix") == 0) {
+      strncat(reasons, reasons[0] ? "; " : "",
+              sizeof reasons - strlen(reasons) - 1);
+      strncat(reasons,
+              "posix confines nothing and is used only when asked for "
+              "(--backend posix)",
+              sizeof reasons - strlen(reasons) - 1);
+      continue;
+    }
     if (fits) {
       *chosen = name;
       return 0;
@@ -232,7 +262,7 @@ static int select_backend(maelys_executor_t* ex,
             sizeof reasons - strlen(reasons) - 1);
     strncat(reasons, why, sizeof reasons - strlen(reasons) - 1);
   }
-  return cli_fail(err, "POLICY_FAILED", fix_hint,
+  return cli_fail(err, "POLICY_FAILED", hint_for_backend(ex, "bubblewrap"),
                   "no backend can enforce this plan: %s", reasons);
 }
 
@@ -321,54 +351,6 @@ int warden_probe(const invocation_t* inv) {
   return cli_emit_success(inv, data, text);
 }
 
-/* ---------------------------------------------------------------- plan */
-
-int warden_plan(const invocation_t* inv) {
-  cli_error_t err = {0};
-  err.command = "plan";
-  warden_policy_t policy = {0};
-  maelys_executor_plan_t* plan = NULL;
-  uv_loop_t loop;
-  uv_loop_init(&loop);
-  maelys_executor_t* ex = NULL;
-  maelys_executor_create(&loop, &ex, NULL);
-  char receipts[PATH_MAX];
-  int failed = warden_policy_from(inv, &policy, &err) != 0 ||
-               register_backends(ex, NULL, &err) != 0 ||
-               plan_for(inv, ex, &policy, &plan, receipts, &err) != 0;
-  warden_policy_release(&policy);
-  maelys_executor_destroy(ex, NULL);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  uv_loop_close(&loop);
-  if (failed) {
-    err.command = "plan";
-    maelys_executor_plan_destroy(plan);
-    return cli_emit_failure(inv, &err);
-  }
-  char* digest = NULL;
-  char* json = NULL;
-  uint64_t need = 0;
-  maelys_executor_plan_digest(plan, &digest, NULL);
-  maelys_executor_plan_to_json(plan, &json, NULL);
-  maelys_executor_plan_required_capabilities(plan, &need, NULL);
-  json_t* doc = json_loads(json, 0, NULL);
-  char* text = NULL;
-  size_t size = strlen(json) + strlen(digest) + 64;
-  text = malloc(size);
-  if (text)
-    snprintf(text, size, "digest %s\n%s\n", digest, json);
-  int r = cli_emit_success(inv,
-                           json_pack("{s:s, s:o, s:o}", "digest", digest,
-                                     "plan", doc, "required_capabilities",
-                                     capability_names(need)),
-                           text);
-  free(text);
-  maelys_executor_string_free(digest);
-  maelys_executor_string_free(json);
-  maelys_executor_plan_destroy(plan);
-  return r;
-}
-
 /* ----------------------------------------------------------------- run */
 
 typedef struct run_state {
@@ -448,8 +430,8 @@ static void on_exit_status(maelys_execution_t* e,
 }
 
 static int base_env(maelys_execution_request_t* req, const invocation_t* inv,
-                    const say_t* say, char* path_out, size_t path_size,
-                    cli_error_t* err) {
+                    const warden_policy_t* policy, const say_t* say,
+                    char* path_out, size_t path_size, cli_error_t* err) {
   char* error = NULL;
   maelys_execution_request_set_environment_mode(req, MAELYS_EXEC_ENV_EXPLICIT,
                                                 NULL);
@@ -495,6 +477,10 @@ static int base_env(maelys_execution_request_t* req, const invocation_t* inv,
     if (strcmp(g->values[i], "PATH") == 0)
       snprintf(path_out, path_size, "%s", v);
   }
+  /* A named profile's entries, the CA variables, the persistent home. */
+  if (warden_extras_env(policy, req, names, &n, 256, path_out, path_size,
+                        err) != 0)
+    return -1;
   /* The profile's base only adds what the caller did not give: it never
    * replaces an entry (invariant 4). */
   static const char* const base[][2] = {
@@ -560,110 +546,291 @@ static const char* error_code_for(maelys_executor_result_t r) {
   }
 }
 
+/* Everything run does before it starts the program, shared with plan (its
+ * dry run), so that the two cannot disagree. */
+typedef struct launch {
+  warden_policy_t policy;
+  bool policy_read;
+  maelys_executor_t* ex;
+  maelys_executor_plan_t* plan;
+  maelys_execution_request_t* req;
+  const char* backend;
+  uint64_t proved;
+  char receipts[PATH_MAX];
+  char program[PATH_MAX];
+  char chain[40];
+  int64_t grace_ms;
+  bool memory_unbounded;
+} launch_t;
+
+/* The receipt's context: what the run protected, and a ceiling that could
+ * not be enforced (said, not left out silently). */
+static int receipt_context(launch_t* l, cli_error_t* err) {
+  json_t* ctx = json_object();
+  if (l->memory_unbounded)
+    json_object_set_new(ctx, "memory",
+                        json_string("unbounded (no writable cgroup)"));
+  json_object_set_new(ctx, "protection",
+                      warden_protect_json(l->policy.protection));
+  char* text = json_dumps(ctx, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(ctx);
+  char* error = NULL;
+  maelys_executor_result_t r =
+      text ? maelys_execution_request_set_receipt_context(l->req, text, &error)
+           : MAELYS_EXECUTOR_ERR_MEMORY;
+  free(text);
+  if (r != MAELYS_EXECUTOR_OK) {
+    cli_fail(err, error_code_for(r), NULL, "the receipt's context: %s",
+             error ? error : maelys_executor_result_name(r));
+    maelys_executor_error_free(error);
+    return -1;
+  }
+  return 0;
+}
+
+/* Builds the plan and the request, chooses the backend and reserves the
+ * placeholders. A dry run (plan) needs no program: without one, a stand-in
+ * is lowered, which only appears in the launcher's arguments. */
+static int launch_prepare(const invocation_t* inv, uv_loop_t* loop,
+                          const say_t* say, launch_t* l, cli_error_t* err) {
+  memset(l, 0, sizeof *l);
+  char* error = NULL;
+  char path[PATH_MAX];
+  maelys_executor_create(loop, &l->ex, NULL);
+  l->policy_read = true;
+  if (warden_policy_from(inv, &l->policy, err) != 0 ||
+      register_backends(l->ex, cli_value(inv, "--backend"), err) != 0 ||
+      plan_for(inv, l->ex, &l->policy, &l->plan, l->receipts, err) != 0)
+    return -1;
+  if (maelys_execution_request_create(&l->req, NULL) != MAELYS_EXECUTOR_OK ||
+      base_env(l->req, inv, &l->policy, say, path, sizeof path, err) != 0)
+    return -1;
+  static const char* const stand_in[] = {"/bin/true", NULL};
+  const char* const* argv = (const char* const*)inv->operands;
+  if (inv->operand_count == 0) {
+    snprintf(l->program, sizeof l->program, "%s", stand_in[0]);
+    argv = stand_in;
+  } else if (resolve_program(inv->operands[0], path, l->program,
+                             sizeof l->program, err) != 0) {
+    return -1;
+  }
+  int64_t grace = cli_duration_ms(
+      cli_value(inv, "--grace") ? cli_value(inv, "--grace") : "2s");
+  l->grace_ms = grace;
+  if (grace <= 0 || grace > 3600000)
+    return cli_fail(err, "VALIDATION_FAILED", NULL,
+                    "--grace must be between 1ms and 1h");
+  const char* io = cli_value(inv, "--io");
+  bool stdio_mode = io != NULL && strcmp(io, "stdio") == 0;
+  maelys_executor_result_t r =
+      maelys_execution_request_set_executable(l->req, l->program, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_argv(l->req, argv, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_cwd(l->req, l->policy.workspace, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_io_mode(
+        l->req,
+        stdio_mode ? MAELYS_EXEC_IO_DUPLEX_STDIO
+                   : MAELYS_EXEC_IO_ISOLATED_DUPLEX,
+        stdio_mode ? -1 : 3, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_stop_budget(l->req, (uint64_t)grace,
+                                                 FORCE_BUDGET_MS, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_receipt_dir(l->req, l->receipts, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_terminal_raw(
+        l->req, cli_flag(inv, "--raw-output") ? 1 : 0, &error);
+  if (r != MAELYS_EXECUTOR_OK) {
+    cli_fail(err, error_code_for(r), warden_hint_for(error), "%s",
+             error ? error : "");
+    maelys_executor_error_free(error);
+    return -1;
+  }
+  /* Ceilings that could not be enforced are said, not left out silently:
+   * no backend here proved a memory ceiling, so none was set. */
+  l->memory_unbounded = maelys_executor_plan_limit_get(
+                            l->plan, MAELYS_EXECUTOR_LIMIT_MEMORY, NULL) != 0 &&
+                        !l->policy.memory_proved;
+  if (l->memory_unbounded)
+    trace(say, "memory: unbounded (no writable cgroup)");
+  if (receipt_context(l, err) != 0 ||
+      select_backend(l->ex, l->plan, cli_value(inv, "--backend"), &l->backend,
+                     err) != 0)
+    return -1;
+  /* Under --policy, step 5 of the handshake sets the backend it checked. */
+  if (l->policy.handshake != NULL
+          ? warden_policy_finish(&l->policy, l->ex, l->backend, l->plan, l->req,
+                                 err) != 0
+          : maelys_execution_request_set_backend(l->req, l->backend, NULL) !=
+                MAELYS_EXECUTOR_OK)
+    return -1;
+  warden_policy_release(&l->policy); /* the handshake is done */
+  maelys_executor_backend_capabilities(l->ex, l->backend, &l->proved, NULL);
+  /* evidence.c: signed receipts in a closed chain. */
+  if (warden_signing_start(inv, l->ex, l->plan, err) != 0 ||
+      warden_chain_start(l->req, l->chain, err) != 0)
+    return -1;
+  /* Spawn's checks first, on the plan without its reserved names and
+   * without a persistent home still to be made: a run refused anyway never
+   * makes a placeholder (at /, in /tmp, in a home), and plan creates
+   * neither. spawn checks the whole plan again once they exist. */
+  maelys_executor_plan_t* unreserved = NULL;
+  const warden_extras_t* x = l->policy.extras;
+  if (warden_protect_unreserved_plan(
+          l->policy.protection, l->plan,
+          x != NULL && x->home_missing ? x->home : NULL, &unreserved, err) != 0)
+    return -1;
+  r = unreserved == NULL
+          ? MAELYS_EXECUTOR_OK
+          : maelys_execution_check(l->ex, unreserved, l->req, &error);
+  maelys_executor_plan_destroy(unreserved);
+  if (r != MAELYS_EXECUTOR_OK) {
+    cli_fail(err, error_code_for(r), warden_hint_for(error), "%s",
+             error ? error : maelys_executor_result_name(r));
+    maelys_executor_error_free(error);
+    return -1;
+  }
+  return warden_protect_reserve(l->policy.protection, err);
+}
+
+/* Frees what launch_prepare made; the placeholders are released with the
+ * policy. The loop runs once more for the executor's handles. */
+static void launch_dispose(launch_t* l, uv_loop_t* loop) {
+  if (l->ex != NULL) {
+    maelys_executor_destroy(l->ex, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+  }
+  maelys_execution_request_destroy(l->req);
+  maelys_executor_plan_destroy(l->plan);
+  if (l->policy_read) {
+    warden_policy_release(&l->policy);
+    warden_policy_dispose(&l->policy);
+    warden_extras_release(&l->policy);
+  }
+  memset(l, 0, sizeof *l);
+}
+
+/* ---------------------------------------------------------------- plan */
+
+int warden_plan(const invocation_t* inv) {
+  cli_error_t err = {0};
+  err.command = "plan";
+  say_t say = {cli_flag(inv, "--trace"), cli_flag(inv, "--verbose-trace"),
+               cli_flag(inv, "--quiet")};
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  launch_t l;
+  char* error = NULL;
+  int failed = launch_prepare(inv, &loop, &say, &l, &err) != 0;
+  if (!failed) {
+    /* The checks spawn makes, the backend's preparation included, with the
+     * placeholders reserved; a persistent home still to be made is left
+     * out (a dry run creates none). */
+    const warden_extras_t* x = l.policy.extras;
+    warden_protection_t none = {0};
+    maelys_executor_plan_t* homeless = NULL;
+    failed = warden_protect_unreserved_plan(
+                 &none, l.plan, x != NULL && x->home_missing ? x->home : NULL,
+                 &homeless, &err) != 0;
+    maelys_executor_result_t r =
+        failed ? MAELYS_EXECUTOR_OK
+               : maelys_execution_check(l.ex, homeless ? homeless : l.plan,
+                                        l.req, &error);
+    maelys_executor_plan_destroy(homeless);
+    if (r != MAELYS_EXECUTOR_OK) {
+      cli_fail(&err, error_code_for(r), warden_hint_for(error), "%s",
+               error ? error : maelys_executor_result_name(r));
+      failed = 1;
+    }
+    maelys_executor_error_free(error);
+  }
+  /* Nothing run reserves outlives the dry run. */
+  if (l.policy_read && l.policy.protection != NULL)
+    warden_protect_release(l.policy.protection);
+  if (failed) {
+    err.command = "plan";
+    launch_dispose(&l, &loop);
+    uv_loop_close(&loop);
+    return cli_emit_failure(inv, &err);
+  }
+  char* digest = NULL;
+  char* json = NULL;
+  uint64_t need = 0;
+  maelys_executor_plan_digest(l.plan, &digest, NULL);
+  maelys_executor_plan_to_json(l.plan, &json, NULL);
+  maelys_executor_plan_required_capabilities(l.plan, &need, NULL);
+  json_t* data =
+      json_pack("{s:s, s:o, s:o, s:s, s:o}", "digest", digest, "plan",
+                json_loads(json, 0, NULL), "required_capabilities",
+                capability_names(need), "backend", l.backend, "protection",
+                warden_protect_json(l.policy.protection));
+  char* text = NULL;
+  if (cli_flag(inv, "--explain")) {
+    text = warden_explain(l.plan, l.policy.protection, l.backend, l.proved,
+                          l.memory_unbounded ? "unbounded (no writable cgroup)"
+                                             : NULL);
+    json_object_set_new(data, "explanation", json_string(text ? text : ""));
+  } else {
+    /* The text rendering is the plan file itself (its digest is a
+     * member): what --plan reads. */
+    size_t size = strlen(json) + 2;
+    text = malloc(size);
+    if (text)
+      snprintf(text, size, "%s\n", json);
+  }
+  int r = cli_emit_success(inv, data, text);
+  free(text);
+  maelys_executor_string_free(digest);
+  maelys_executor_string_free(json);
+  launch_dispose(&l, &loop);
+  uv_loop_close(&loop);
+  return r;
+}
+
+/* ----------------------------------------------------------------- run */
+
+static void report_finding(const char* line, void* data) {
+  (void)data;
+  /* Security findings are printed whatever --quiet says. */
+  fprintf(stderr, WARDEN_PROGRAM ": warning: %s\n", line);
+}
+
 int warden_run(const invocation_t* inv) {
   cli_error_t err = {0};
   err.command = "run";
   say_t say = {cli_flag(inv, "--trace"), cli_flag(inv, "--verbose-trace"),
                cli_flag(inv, "--quiet")};
-  warden_policy_t policy = {0};
-  maelys_executor_plan_t* plan = NULL;
-  maelys_execution_request_t* req = NULL;
-  maelys_executor_t* ex = NULL;
   uv_loop_t* loop = uv_default_loop();
   int code = 1;
   char* error = NULL;
-  char path[PATH_MAX], program[PATH_MAX], receipts[PATH_MAX];
+  launch_t l;
   static run_state_t st; /* lives as long as the process: callbacks of the
                             socket's cancelled writes may refer to it */
 
-  maelys_executor_create(loop, &ex, NULL);
-  if (warden_policy_from(inv, &policy, &err) != 0 ||
-      register_backends(ex, cli_value(inv, "--backend"), &err) != 0 ||
-      plan_for(inv, ex, &policy, &plan, receipts, &err) != 0)
+  if (launch_prepare(inv, loop, &say, &l, &err) != 0)
     goto fail;
-  if (maelys_execution_request_create(&req, NULL) != MAELYS_EXECUTOR_OK ||
-      base_env(req, inv, &say, path, sizeof path, &err) != 0 ||
-      resolve_program(inv->operands[0], path, program, sizeof program, &err) !=
-          0)
-    goto fail;
-  int64_t grace = cli_duration_ms(
-      cli_value(inv, "--grace") ? cli_value(inv, "--grace") : "2s");
-  if (grace <= 0 || grace > 3600000) {
-    cli_fail(&err, "VALIDATION_FAILED", NULL,
-             "--grace must be between 1ms and 1h");
-    goto fail;
-  }
-  const char* io = cli_value(inv, "--io");
-  bool stdio_mode = io != NULL && strcmp(io, "stdio") == 0;
-  maelys_executor_result_t r =
-      maelys_execution_request_set_executable(req, program, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_argv(
-        req, (const char* const*)inv->operands, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_cwd(req, policy.workspace, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_io_mode(
-        req,
-        stdio_mode ? MAELYS_EXEC_IO_DUPLEX_STDIO
-                   : MAELYS_EXEC_IO_ISOLATED_DUPLEX,
-        stdio_mode ? -1 : 3, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_stop_budget(req, (uint64_t)grace,
-                                                 FORCE_BUDGET_MS, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_receipt_dir(req, receipts, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_terminal_raw(
-        req, cli_flag(inv, "--raw-output") ? 1 : 0, &error);
-  /* Ceilings that could not be enforced are said, not left out silently:
-   * no backend here proved a memory ceiling, so none was set. */
-  if (r == MAELYS_EXECUTOR_OK &&
-      maelys_executor_plan_limit_get(plan, MAELYS_EXECUTOR_LIMIT_MEMORY,
-                                     NULL) != 0 &&
-      !policy.memory_proved) {
-    trace(&say, "memory: unbounded (no writable cgroup)");
-    r = maelys_execution_request_set_receipt_context(
-        req, "{\"memory\": \"unbounded (no writable cgroup)\"}", &error);
-  }
-  if (r != MAELYS_EXECUTOR_OK) {
-    cli_fail(&err, error_code_for(r), NULL, "%s", error ? error : "");
-    goto fail;
-  }
-
-  const char* backend = NULL;
-  if (select_backend(ex, plan, cli_value(inv, "--backend"), &backend, &err) !=
-      0)
-    goto fail;
-  /* Under --policy, step 5 of the handshake sets the backend it checked. */
-  if (policy.handshake != NULL
-          ? warden_policy_finish(&policy, ex, backend, plan, req, &err) != 0
-          : maelys_execution_request_set_backend(req, backend, NULL) !=
-                MAELYS_EXECUTOR_OK)
-    goto fail;
-  warden_policy_release(&policy); /* the handshake is done */
-  char chain[40]; /* evidence.c: signed receipts in a closed chain */
-  if (warden_signing_start(inv, ex, plan, &err) != 0 ||
-      warden_chain_start(req, chain, &err) != 0)
-    goto fail;
-  uint64_t proved = 0, need = 0;
-  maelys_executor_backend_capabilities(ex, backend, &proved, NULL);
-  maelys_executor_plan_required_capabilities(plan, &need, NULL);
   char* digest = NULL;
-  maelys_executor_plan_digest(plan, &digest, NULL);
+  maelys_executor_plan_digest(l.plan, &digest, NULL);
   trace(&say, "plan %s", digest);
-  trace(&say, "backend %s", backend);
+  trace(&say, "backend %s", l.backend);
+  for (size_t i = 0; i < l.policy.protection->count; i++)
+    trace(&say, "protected %s (%s)", l.policy.protection->items[i].path,
+          warden_protect_kind_name(l.policy.protection->items[i].kind));
+  uint64_t need = 0;
+  maelys_executor_plan_required_capabilities(l.plan, &need, NULL);
   if (need == 0)
     warn(&say,
          "the plan confines nothing: '%s' runs unconfined on the %s "
          "backend",
-         program, backend);
+         l.program, l.backend);
   if (say.verbose_trace) {
     char* json = NULL;
-    maelys_executor_plan_to_json(plan, &json, NULL);
-    json_t* caps = capability_names(proved);
+    maelys_executor_plan_to_json(l.plan, &json, NULL);
+    json_t* caps = capability_names(l.proved);
     char* capstext = json_dumps(caps, JSON_COMPACT);
-    trace(&say, "proved by %s: %s", backend, capstext);
+    trace(&say, "proved by %s: %s", l.backend, capstext);
     trace(&say, "sealed plan:\n%s", json);
     free(capstext);
     json_decref(caps);
@@ -671,22 +838,30 @@ int warden_run(const invocation_t* inv) {
   }
   maelys_executor_string_free(digest);
 
-  st.loop = loop;
-  st.say = say;
-  r = maelys_execution_spawn(ex, plan, req, &st.execution, &error);
-  if (r != MAELYS_EXECUTOR_OK) {
-    cli_fail(&err, error_code_for(r),
-             r == MAELYS_EXECUTOR_ERR_DENIED
-                 ? "Choose a --receipt-dir (and paths) the sandbox cannot "
-                   "write."
-                 : NULL,
-             "%s", error ? error : "");
+  /* The home is made first, so that its record carries its identity. */
+  if (warden_home_create(&l.policy, &err) != 0)
+    goto fail;
+  /* Remembered before anything runs: an authority file or receipt
+   * directory below these paths is refused by every later run. */
+  if (warden_written_record(l.plan, &err) != 0) {
+    warden_home_abandon(&l.policy);
     goto fail;
   }
+  st.loop = loop;
+  st.say = say;
+  maelys_executor_result_t r =
+      maelys_execution_spawn(l.ex, l.plan, l.req, &st.execution, &error);
+  if (r != MAELYS_EXECUTOR_OK) {
+    warden_home_abandon(&l.policy);
+    cli_fail(&err, error_code_for(r), warden_hint_for(error), "%s",
+             error ? error : "");
+    goto fail;
+  }
+  warden_home_started(inv, &l.policy);
   trace(&say, "execution %s, launcher pid %d",
         maelys_execution_id(st.execution), maelys_execution_pid(st.execution));
-  warden_registry_add(inv, st.execution, program, policy.workspace, backend,
-                      grace);
+  warden_registry_add(inv, st.execution, l.program, l.policy.workspace,
+                      l.backend, l.grace_ms);
   uv_stream_t* socket = NULL;
   maelys_execution_stream(st.execution, MAELYS_EXEC_STREAM_PROTOCOL, &socket,
                           NULL);
@@ -719,6 +894,10 @@ int warden_run(const invocation_t* inv) {
       check_done(&st);
     }
 
+  /* Nothing of the sandbox runs any more: what it may have left where the
+   * host's tools look is checked now. */
+  warden_protect_audit(l.policy.protection, maelys_execution_id(st.execution),
+                       report_finding, NULL);
   switch (st.status.outcome) {
   case MAELYS_EXEC_OUTCOME_EXITED:
     code = st.status.exit_code;
@@ -732,7 +911,8 @@ int warden_run(const invocation_t* inv) {
     code = 1;
     cli_fail(&err, "PROCESS_FAILED",
              "Check that the program and what it needs are inside the "
-             "sandbox ('maelys-warden plan' shows what is).",
+             "sandbox ('maelys-warden plan --explain' with the same options "
+             "shows what is).",
              "the program did not start: %s: %s", st.step, st.message);
     cli_emit_failure(inv, &err);
     break;
@@ -749,14 +929,14 @@ int warden_run(const invocation_t* inv) {
     cli_fail(&rerr, "IO_FAILED",
              "Free space or permissions in the receipt directory, or give "
              "another --receipt-dir.",
-             "the receipt could not be written to '%s': %s", receipts,
+             "the receipt could not be written to '%s': %s", l.receipts,
              strerror(e ? e : EIO));
     cli_emit_failure(inv, &rerr);
     if (code == 0)
       code = 1;
   }
   warden_registry_remove(inv, st.execution);
-  warden_chain_close(ex, chain, receipts);
+  warden_chain_close(l.ex, l.chain, l.receipts);
   fflush(stdout);
   relay_close(st.relay);
   maelys_execution_release(st.execution);
@@ -764,26 +944,20 @@ int warden_run(const invocation_t* inv) {
     uv_close((uv_handle_t*)&st.signals[i], NULL);
   uv_close((uv_handle_t*)&st.wall, NULL);
   uv_close((uv_handle_t*)&st.drain, NULL);
-  maelys_executor_destroy(ex, NULL);
+  maelys_executor_destroy(l.ex, NULL);
+  l.ex = NULL;
   uv_run(loop, UV_RUN_DEFAULT);
   relay_free(st.relay);
+  launch_dispose(&l, loop);
   uv_loop_close(loop);
-  maelys_execution_request_destroy(req);
-  maelys_executor_plan_destroy(plan);
   return code;
 
 fail:
   maelys_executor_error_free(error);
-  warden_policy_release(&policy);
   err.command = "run";
   cli_emit_failure(inv, &err);
-  if (ex != NULL) {
-    maelys_executor_destroy(ex, NULL);
-    uv_run(loop, UV_RUN_DEFAULT);
-  }
+  launch_dispose(&l, loop);
   uv_loop_close(loop);
-  maelys_execution_request_destroy(req);
-  maelys_executor_plan_destroy(plan);
   return 1;
 }
 
@@ -832,6 +1006,18 @@ static int builtin(const invocation_t* inv) {
   }
   if (strcmp(id, "complete.candidates") == 0) {
     json_t* data = cli_complete(inv->operands, inv->operand_count);
+    /* --profile NAME: the names of the profile directories (profiles.c). */
+    size_t n = inv->operand_count;
+    bool program_words = false;
+    for (size_t i = 0; i + 1 < n; i++)
+      program_words = program_words || strcmp(inv->operands[i], "--") == 0;
+    if (n >= 2 && !program_words &&
+        strcmp(inv->operands[n - 2], "--profile") == 0) {
+      json_t* records = json_object_get(data, "records");
+      warden_profile_candidates(inv->operands[n - 1], records);
+      json_object_set_new(data, "count",
+                          json_integer((json_int_t)json_array_size(records)));
+    }
     char text[16384] = "";
     size_t i;
     json_t* rec;
@@ -896,6 +1082,12 @@ int main(int argc, char** argv) {
     cli_invocation_free(&inv);
     return code;
   }
+  /* The state directory's record of where sandboxes wrote (written.c),
+   * for every check of an authority file; none when it cannot be named. */
+  char state[PATH_MAX];
+  cli_error_t ignored;
+  if (warden_state_dir(&inv, state, sizeof state, &ignored) == 0)
+    warden_written_use(state);
   int code;
   if (inv.help || strcmp(inv.cmd->id, "help") == 0)
     code = builtin(&inv);

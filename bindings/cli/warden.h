@@ -10,6 +10,8 @@
 
 #include "cli.h"
 #include "maelys/executor.h"
+#include "profiles.h"
+#include "protect.h"
 
 /* HOME inside the built-in profiles: a directory of the private /tmp. */
 #define WARDEN_HOME "/tmp/home"
@@ -35,10 +37,18 @@ typedef struct warden_policy {
   size_t allow_read_count;
   const char* const* deny;
   size_t deny_count;
+  const char* const* unprotect; /* --unprotect */
+  size_t unprotect_count;
+  /* What the plan keeps from the payload (protect.h); owned, freed by
+   * warden_policy_dispose. */
+  warden_protection_t* protection;
   char workspace[PATH_MAX]; /* physical, no symbolic link in it */
   /* Ceilings and per-process limits (0: the profile's default, or none). */
   uint64_t tasks, memory, cpu_seconds, open_files, file_size;
   bool memory_proved; /* the backend proved limit_memory: default it */
+  /* --profile, --allow-write, --home and the inherited network's files
+   * (profiles.h); freed by warden_extras_release(). */
+  struct warden_extras* extras;
 } warden_policy_t;
 
 /* policy-file.c: --policy. warden_policy_plan() reads the MIR file as an
@@ -61,7 +71,7 @@ typedef struct warden_protected_item {
   char path[PATH_MAX];
 } warden_protected_item_t;
 typedef struct warden_protected {
-  warden_protected_item_t items[16];
+  warden_protected_item_t items[64];
   size_t count;
 } warden_protected_t;
 
@@ -95,6 +105,12 @@ int warden_check_protected(const maelys_executor_plan_t* plan,
 
 int warden_policy_from(const invocation_t* inv, warden_policy_t* policy,
                        cli_error_t* err);
+/* Releases the policy's placeholders and frees what it owns. */
+void warden_policy_dispose(warden_policy_t* policy);
+/* protect.c's part of a built-in profile: scans the workspace and adds the
+ * protections' rules to the unsealed plan. */
+int warden_protect_profile(const warden_policy_t* policy,
+                           maelys_executor_plan_t* plan, cli_error_t* err);
 int warden_build_plan(warden_policy_t* policy, maelys_executor_plan_t** out,
                       cli_error_t* err);
 int warden_profile_plan(const warden_policy_t* policy,
@@ -138,6 +154,17 @@ int warden_receipt_dir(const invocation_t* inv, char* out, size_t size,
                        cli_error_t* err);
 /* mkdir -p with mode 0700 for what it creates. 0 or -1 (errno). */
 int warden_mkdir_private(const char* dir);
+
+/* written.c: where sandboxes could write, remembered in the state directory
+ * (invariant 18 across runs). warden_written_use() names the state
+ * directory; warden_written_check() refuses `path` (absolute, no link) at or
+ * below a path an earlier run made writable (outside what that run kept
+ * read-only), `what` saying what it would have been used for;
+ * warden_written_record() appends the plan's writable paths before a launch. */
+void warden_written_use(const char* state_dir);
+int warden_written_check(const char* option, const char* path, const char* what,
+                         cli_error_t* err);
+int warden_written_record(const maelys_executor_plan_t* plan, cli_error_t* err);
 /* registry.c: the user's running executions, `ps`, `stop` and `receipts`.
  * warden_registry_add() records a run that started (in
  * STATE_DIR/running/ID.json: this process's pid and start time, the
@@ -163,6 +190,13 @@ void warden_chain_close(maelys_executor_t* executor, const char* chain,
                         const char* receipt_dir);
 char* warden_public_key(const invocation_t* inv, cli_error_t* err);
 int warden_plan(const invocation_t* inv);
+/* hints.c: what the user can do about a diagnostic of the library, or NULL
+ * when no hint fits it. */
+const char* warden_hint_for(const char* message);
+/* explain.c: plan --explain's summary (heap; free it). */
+char* warden_explain(const maelys_executor_plan_t* plan,
+                     const warden_protection_t* protection, const char* backend,
+                     uint64_t proved, const char* memory_note);
 int warden_probe(const invocation_t* inv);
 
 #endif

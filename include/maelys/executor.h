@@ -728,6 +728,22 @@ MAELYS_EXECUTOR_API maelys_executor_result_t maelys_execution_spawn(
     maelys_execution_request_t* request, maelys_execution_t** out_execution,
     char** out_error);
 
+/*
+ * A dry run of maelys_execution_spawn: every check spawn makes before it
+ * launches anything -- the plan sealed, no system tree writable, the receipt
+ * directory outside the writable set and able to take a receipt, the request
+ * against the plan, the backend's proved capabilities, and the backend's own
+ * preparation (which opens every bind source and refuses what it cannot
+ * enforce) -- with nothing launched and nothing left behind: no descriptor,
+ * no receipt directory, no chain. The one exception is a bind whose missing
+ * mode is MAELYS_EXECUTOR_MISSING_CREATE: its source is created, as spawn
+ * would create it. MAELYS_EXECUTOR_OK when spawn would get past its checks;
+ * otherwise the error spawn would return. `plan` and `request` are borrowed.
+ */
+MAELYS_EXECUTOR_API maelys_executor_result_t maelys_execution_check(
+    maelys_executor_t* executor, const maelys_executor_plan_t* plan,
+    const maelys_execution_request_t* request, char** out_error);
+
 /* Calls `cb` once the execution has ended (or failed to launch). Never
  * synchronously; every waiter gets the same status. */
 MAELYS_EXECUTOR_API maelys_executor_result_t maelys_execution_wait(

@@ -7,6 +7,7 @@ planted in an earlier run) could mount, and checks it is refused or inert.
 """
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -116,6 +117,76 @@ class Security(WardenCase):
         self.assertIn(path, e["message"])
         with open(outside) as f:
             self.assertEqual(f.read(), "host\n")
+
+    NOTHING_PLAN = {"format": "maelys-executor-plan/1", "mounts": [],
+                    "rules": [], "network": {"mode": "inherit"},
+                    "root": {"disposition": "host"},
+                    "required_capabilities": [],
+                    "process_tree_required": False, "rlimits": {},
+                    "limits": {}, "channels": []}
+
+    def test_authority_never_from_where_a_sandbox_wrote(self):
+        """A plan planted by an earlier run's payload (as root its files
+        land owned by the workspace's owner, so owner and mode checks cannot
+        tell) is refused, also after the directory was moved, and so is a
+        receipt directory there; copied out by the operator it is read, but
+        a plan that confines nothing never picks the posix backend on its
+        own."""
+        env = self.env(MAELYS_CLI_FORMAT="json")
+        self.warden("run", "--rw", "--", "/bin/sh", "-c",
+                    'printf %s "$1" > planted.json', "sh",
+                    json.dumps(self.NOTHING_PLAN), check=0)
+        planted = os.path.join(self.ws, "planted.json")
+        os.chmod(planted, 0o600)  # as the operator finds it: private
+        p = self.warden("run", "--plan", planted, "--", ARGS.fixture, "exit",
+                        "0", env=env, cwd=self.tmp)
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn("earlier sandbox could write", e["message"])
+        self.assertIn(self.ws, e["message"])
+        moved = self.ws + "-moved"
+        os.rename(self.ws, moved)
+        p = self.warden("plan", "--plan", os.path.join(moved, "planted.json"),
+                        env=env, cwd=self.tmp)
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn("earlier sandbox could write", e["message"])
+        p = self.warden("run", "--ro", "--receipt-dir",
+                        os.path.join(moved, "r"), "--allow-read", ARGS.fixture, "--", ARGS.fixture,
+                        "exit", "0", env=env, cwd=self.tmp)
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn("receipts are never written there", e["message"])
+        self.assertFalse(os.path.exists(os.path.join(moved, "r")))
+        os.rename(moved, self.ws)
+        reviewed = os.path.join(self.tmp, "reviewed.json")
+        shutil.copy(planted, reviewed)
+        os.chmod(reviewed, 0o600)
+        p = self.warden("run", "--plan", reviewed, "--", ARGS.fixture, "exit",
+                        "0", env=env, cwd=self.tmp)
+        e = self.failure(p, "POLICY_FAILED")
+        self.assertIn("posix confines nothing", e["message"])
+        self.warden("run", "--plan", reviewed, "--backend", "posix", "--",
+                    ARGS.fixture, "exit", "0", cwd=self.tmp, check=0)
+
+    def test_authority_kept_read_only_inside_a_workspace(self):
+        """A directory the run kept read-only inside its writable workspace
+        (--allow-read of a subdirectory) may hold the operator's plan."""
+        kept = os.path.join(self.ws, "kept")
+        os.mkdir(kept)
+        self.warden("run", "--rw", "--allow-read", kept, "--allow-read",
+                    ARGS.fixture, "--", ARGS.fixture, "exit", "0", check=0)
+        path = os.path.join(kept, "plan.json")
+        p = self.warden("plan", "--ro", "--format", "json", cwd=self.tmp,
+                        check=0)
+        plan = self.envelope(p.stdout)["data"]["plan"]
+        plan.pop("digest", None)
+        with open(path, "w") as f:
+            json.dump(plan, f)
+        os.chmod(path, 0o600)
+        self.warden("plan", "--plan", path, cwd=self.tmp, check=0)
+        loose = os.path.join(self.ws, "plan.json")
+        shutil.copy(path, loose)
+        p = self.warden("plan", "--plan", loose, cwd=self.tmp,
+                        env=self.env(MAELYS_CLI_FORMAT="json"))
+        self.failure(p, "ACCESS_DENIED")
 
     def test_plan_file_owner_and_mode(self):
         path = os.path.join(self.tmp, "plan-mode.json")

@@ -197,6 +197,23 @@ class Warden(WardenCase):
         self.assertEqual(posix["capabilities"], [])
         self.assertIn("unconfined", posix["missing"]["network_none"])
 
+    def test_parallel_probes_each_prove(self):
+        """Wardens probing at once share /tmp for their probe directories
+        and sweep each other's stale ones: none may take a live probe's."""
+        procs = [subprocess.Popen(
+            ["/bin/sh", "-c", 'for i in 1 2 3 4 5 6; do "$0" probe '
+             '--format json; echo ===; done', ARGS.warden],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=self.env()) for _ in range(6)]
+        for proc in procs:
+            out, err = proc.communicate(timeout=300)
+            self.assertEqual(proc.returncode, 0, err)
+            docs = out.decode().split("===\n")[:-1]
+            self.assertEqual(len(docs), 6)
+            for doc in docs:
+                bw = json.loads(doc)["data"]["backends"][0]
+                self.assertIn("network_none", bw["capabilities"], bw)
+
     # ------------------------------------------------------------ run
 
     def test_exit_status_classes(self):

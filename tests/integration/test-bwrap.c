@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -469,8 +470,8 @@ static void test_setid_never_leaves(void** state) {
 }
 
 /* Invariant 18: no route makes a host system tree writable -- by name, and
- * (as root) through a bind mount of /etc elsewhere; a directory of one's own
- * under /var/lib stays fine. */
+ * (as root) through a bind mount of /etc elsewhere: /var (package databases,
+ * spools), /opt, /srv, /tmp itself and a home's dot-entries included. */
 static void test_system_trees_never_writable(void** state) {
   (void)state;
   harness_t h;
@@ -481,9 +482,23 @@ static void test_system_trees_never_writable(void** state) {
   assert_non_null(mkdtemp(alias));
   bool mounted =
       getuid() == 0 && mount("/etc", alias, "none", MS_BIND, NULL) == 0;
-  const char* refused[] = {"/etc", "/usr/share", "/",
-                           "/var", "/home",      "/root",
-                           "/lib", "/run/user",  mounted ? alias : NULL};
+  const char* refused[] = {"/etc",
+                           "/usr/share",
+                           "/",
+                           "/var",
+                           "/var/lib/dpkg",
+                           "/var/spool",
+                           "/opt",
+                           "/srv",
+                           "/tmp",
+                           "/var/tmp",
+                           "/home",
+                           "/root",
+                           "/root/.ssh",
+                           "/home/someone/.config",
+                           "/lib",
+                           "/run/user",
+                           mounted ? alias : NULL};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     if (refused[i] == NULL)
       continue;
@@ -524,6 +539,117 @@ static void test_system_trees_never_writable(void** state) {
   if (mounted)
     umount2(alias, MNT_DETACH);
   rmdir(alias);
+  harness_finish(&h);
+}
+
+/* Spawns `path` writable (a rule, or a file bind) with the bubblewrap backend;
+ * returns the result and the error (free it). A launch that succeeds runs to
+ * its end. */
+static int spawn_writable(harness_t* h, const char* path, bool file,
+                          char** err) {
+  maelys_executor_plan_t* p = NULL;
+  assert_int_equal(maelys_executor_plan_create(&p, NULL), 0);
+  assert_int_equal(
+      maelys_executor_plan_set_root(p, MAELYS_EXECUTOR_ROOT_READONLY, 0, NULL),
+      0);
+  assert_int_equal(
+      maelys_executor_plan_set_network(p, MAELYS_EXECUTOR_NETWORK_NONE, NULL),
+      0);
+  assert_int_equal(maelys_executor_plan_add_rule(
+                       p, MAELYS_FIXTURE, MAELYS_EXECUTOR_ACCESS_READ,
+                       MAELYS_EXECUTOR_SCOPE_LITERAL_FILE, NULL),
+                   0);
+  if (file)
+    assert_int_equal(maelys_executor_plan_add_bind(
+                         p, path, "/w", 1, MAELYS_EXECUTOR_MISSING_FAIL, NULL),
+                     0);
+  else
+    assert_int_equal(maelys_executor_plan_add_rule(
+                         p, path, MAELYS_EXECUTOR_ACCESS_WRITE,
+                         MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),
+                     0);
+  assert_int_equal(maelys_executor_plan_seal(p, NULL), 0);
+  maelys_execution_request_t* req =
+      request_fixture("bubblewrap", ARGS("exit", "0"));
+  maelys_execution_t* e = NULL;
+  *err = NULL;
+  int r = maelys_execution_spawn(h->executor, p, req, &e, err);
+  if (r == 0) {
+    waited_t w = {0};
+    maelys_execution_wait(e, waited_cb, &w, NULL);
+    harness_run_until(h, &w.done);
+    if (w.status.outcome != MAELYS_EXEC_OUTCOME_EXITED)
+      fail_msg("%s: %s %s", path, w.step, w.message);
+    assert_int_equal(w.status.exit_code, 0);
+    maelys_execution_release(e);
+  } else {
+    assert_null(e);
+  }
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(p);
+  return r;
+}
+
+static void expect_refused(harness_t* h, const char* path, bool file,
+                           const char* why) {
+  char* err = NULL;
+  assert_int_equal(spawn_writable(h, path, file, &err),
+                   MAELYS_EXECUTOR_ERR_DENIED);
+  if (err == NULL || strstr(err, why) == NULL)
+    fail_msg("%s: expected '%s' in: %s", path, why, err ? err : "(none)");
+  maelys_executor_error_free(err);
+}
+
+/* Invariants 17 and 18: what a writable tree may hold. A set-uid or set-gid
+ * file already in it (a payload keeps the bit when it rewrites one through a
+ * shared mapping), a file with capabilities, a mount below it, a writable file
+ * with several names: each refuses the launch, naming the file. A clean
+ * directory of one's own below /var/tmp is fine. */
+static void test_writable_tree_contents(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  char dir[] = "/var/tmp/maelys-contents-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char sub[PATH_MAX], file[PATH_MAX + 16], other[PATH_MAX], cmd[3 * PATH_MAX];
+  snprintf(sub, sizeof sub, "%s/a/b", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s", sub);
+  assert_int_equal(system(cmd), 0);
+  char* err = NULL;
+  assert_int_equal(spawn_writable(&h, dir, false, &err), 0);
+  snprintf(file, sizeof file, "%s/tool", sub);
+  int fd = open(file, O_CREAT | O_WRONLY | O_CLOEXEC, 0755);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(chmod(file, 04755), 0);
+  expect_refused(&h, dir, false, "set-uid");
+  assert_int_equal(chmod(file, 02755), 0);
+  expect_refused(&h, dir, false, "set-gid");
+  /* set-gid without group execute is mandatory locking's mark, not set-gid
+   * execution: harmless. */
+  assert_int_equal(chmod(file, 02745 & ~S_IXGRP), 0);
+  assert_int_equal(spawn_writable(&h, dir, false, &err), 0);
+  assert_int_equal(chmod(file, 0755), 0);
+  if (getuid() == 0) {
+    /* VFS_CAP_REVISION_2 with cap_net_raw permitted and effective. */
+    const unsigned char cap[20] = {0x01, 0x00, 0x00, 0x02, 0x00, 0x20};
+    assert_int_equal(setxattr(file, "security.capability", cap, sizeof cap, 0),
+                     0);
+    expect_refused(&h, dir, false, "capabilities");
+    assert_int_equal(removexattr(file, "security.capability"), 0);
+    assert_int_equal(mount("none", sub, "tmpfs", 0, "size=64k"), 0);
+    expect_refused(&h, dir, false, "mount point");
+    assert_int_equal(umount2(sub, MNT_DETACH), 0);
+  }
+  snprintf(other, sizeof other, "%s/alias", dir);
+  assert_int_equal(link(file, other), 0);
+  expect_refused(&h, other, true, "more than one name");
+  assert_int_equal(unlink(other), 0);
+  assert_int_equal(spawn_writable(&h, dir, false, &err), 0);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
   harness_finish(&h);
 }
 
@@ -1274,6 +1400,115 @@ static void test_receipt(void** state) {
   harness_finish(&h);
 }
 
+static int open_fd_count(void) {
+  DIR* d = opendir("/proc/self/fd");
+  int n = 0;
+  for (struct dirent* e; d != NULL && (e = readdir(d)) != NULL;)
+    n += e->d_name[0] != '.';
+  if (d != NULL)
+    closedir(d);
+  return n;
+}
+
+/* maelys_execution_check is spawn's dry run: for each plan it returns what
+ * spawn returns, and leaves nothing behind (no descriptor, no receipt
+ * directory). */
+static void test_check_agrees_with_spawn(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  sandbox_t s;
+  sandbox_dirs(&s);
+  char missing_deny[300], receipts_inside[300], receipts_new[300],
+      receipts_under_file[300];
+  snprintf(missing_deny, sizeof missing_deny, "%s/absent", s.ws);
+  snprintf(receipts_inside, sizeof receipts_inside, "%s/receipts", s.ws);
+  snprintf(receipts_new, sizeof receipts_new, "%s/receipts/new", s.dir);
+  snprintf(receipts_under_file, sizeof receipts_under_file, "%s/r", s.outside);
+  enum {
+    OK,
+    SYSTEM_TREE,
+    SHARED_TMP,
+    MISSING_DENY,
+    RECEIPT_INSIDE,
+    RECEIPT_UNDER_FILE,
+    POSIX_BACKEND,
+    CASES
+  };
+  for (int c = 0; c < CASES; c++) {
+    maelys_executor_plan_t* p =
+        sandbox_plan(&s, MAELYS_EXECUTOR_NETWORK_NONE,
+                     MAELYS_EXECUTOR_ROOT_READONLY, 0, false);
+    const char* extra_write = c == SYSTEM_TREE  ? "/etc"
+                              : c == SHARED_TMP ? "/tmp"
+                                                : NULL;
+    if (extra_write != NULL)
+      assert_int_equal(maelys_executor_plan_add_rule(
+                           p, extra_write, MAELYS_EXECUTOR_ACCESS_WRITE,
+                           MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),
+                       0);
+    if (c == MISSING_DENY)
+      assert_int_equal(maelys_executor_plan_add_rule(
+                           p, missing_deny, MAELYS_EXECUTOR_ACCESS_DENY,
+                           MAELYS_EXECUTOR_SCOPE_LITERAL_FILE, NULL),
+                       0);
+    assert_int_equal(maelys_executor_plan_seal(p, NULL), 0);
+    maelys_execution_request_t* req = sandbox_request(&s, ARGS("exit", "0"));
+    if (c == POSIX_BACKEND)
+      assert_int_equal(maelys_execution_request_set_backend(req, "posix", NULL),
+                       0);
+    const char* receipts = c == RECEIPT_INSIDE       ? receipts_inside
+                           : c == RECEIPT_UNDER_FILE ? receipts_under_file
+                                                     : receipts_new;
+    assert_int_equal(
+        maelys_execution_request_set_receipt_dir(req, receipts, NULL), 0);
+    int fds = open_fd_count();
+    char* check_error = NULL;
+    maelys_executor_result_t checked =
+        maelys_execution_check(h.executor, p, req, &check_error);
+    assert_int_equal(open_fd_count(), fds);
+    struct stat st;
+    assert_int_not_equal(stat(receipts_new, &st), 0);
+    maelys_execution_t* e = NULL;
+    char* spawn_error = NULL;
+    maelys_executor_result_t spawned =
+        maelys_execution_spawn(h.executor, p, req, &e, &spawn_error);
+    if (checked != spawned)
+      fail_msg(
+          "case %d: check %s (%s), spawn %s (%s)", c,
+          maelys_executor_result_name(checked), check_error ? check_error : "",
+          maelys_executor_result_name(spawned), spawn_error ? spawn_error : "");
+    assert_int_equal(
+        checked, c == OK                   ? MAELYS_EXECUTOR_OK
+                 : c == SYSTEM_TREE        ? MAELYS_EXECUTOR_ERR_DENIED
+                 : c == SHARED_TMP         ? MAELYS_EXECUTOR_ERR_DENIED
+                 : c == MISSING_DENY       ? MAELYS_EXECUTOR_ERR_UNSUPPORTED
+                 : c == RECEIPT_INSIDE     ? MAELYS_EXECUTOR_ERR_DENIED
+                 : c == RECEIPT_UNDER_FILE ? MAELYS_EXECUTOR_ERR_IO
+                                           : MAELYS_EXECUTOR_ERR_CAPABILITY);
+    if (checked != MAELYS_EXECUTOR_OK)
+      assert_string_equal(check_error, spawn_error);
+    if (e != NULL) {
+      waited_t w;
+      memset(&w, 0, sizeof w);
+      maelys_execution_wait(e, waited_cb, &w, NULL);
+      harness_run_until(&h, &w.done);
+      assert_int_equal(w.status.outcome, MAELYS_EXEC_OUTCOME_EXITED);
+      assert_int_equal(stat(receipts_new, &st), 0);
+      maelys_execution_release(e);
+    }
+    maelys_executor_error_free(check_error);
+    maelys_executor_error_free(spawn_error);
+    maelys_execution_request_destroy(req);
+    maelys_executor_plan_destroy(p);
+    rm_rf(receipts_new);
+  }
+  rm_rf(s.dir);
+  harness_finish(&h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_capabilities_proved),
@@ -1282,6 +1517,7 @@ int main(void) {
       cmocka_unit_test(test_escapes_blocked),
       cmocka_unit_test(test_setid_never_leaves),
       cmocka_unit_test(test_system_trees_never_writable),
+      cmocka_unit_test(test_writable_tree_contents),
       cmocka_unit_test(test_untrusted_programs_refused),
       cmocka_unit_test(test_no_terminal_enters),
       cmocka_unit_test(test_allowed_twins),
@@ -1296,6 +1532,7 @@ int main(void) {
       cmocka_unit_test(test_blocked_userns_refuses),
       cmocka_unit_test(test_symlink_source_refused),
       cmocka_unit_test(test_receipt),
+      cmocka_unit_test(test_check_agrees_with_spawn),
   };
   return harness_exit(
       cmocka_run_group_tests_name("bubblewrap", tests, NULL, NULL));

@@ -5,6 +5,7 @@
  * dropped tail; another key).
  */
 #include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,57 @@ static void test_unsigned_receipts_unchanged(void** state) {
   free(path);
   rmdir(dir);
   maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
+/* The receipt directory is opened once, at spawn: swapped for a symbolic
+ * link while the execution runs (as a sandbox that can write its parent
+ * could), it redirects nothing -- the receipt lands in the directory that was
+ * opened, and the link's target stays empty. */
+static void test_receipt_dir_swapped_for_a_link(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 10000);
+  char top[] = "/tmp/maelys-swap-XXXXXX";
+  assert_non_null(mkdtemp(top));
+  char dir[PATH_MAX], moved[PATH_MAX], target[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/receipts", top);
+  snprintf(moved, sizeof moved, "%s/receipts.old", top);
+  snprintf(target, sizeof target, "%s/target", top);
+  assert_int_equal(mkdir(target, 0700), 0);
+  maelys_executor_plan_t* plan = plan_posix();
+  maelys_execution_request_t* req =
+      request_fixture("posix", ARGS("sleep", "200"));
+  assert_int_equal(maelys_execution_request_set_receipt_dir(req, dir, NULL), 0);
+  maelys_execution_t* e = NULL;
+  char* err = NULL;
+  if (maelys_execution_spawn(h.executor, plan, req, &e, &err) != 0)
+    fail_msg("spawn: %s", err);
+  assert_int_equal(rename(dir, moved), 0);
+  assert_int_equal(symlink(target, dir), 0);
+  waited_t w;
+  memset(&w, 0, sizeof w);
+  maelys_execution_wait(e, waited_cb, &w, NULL);
+  harness_run_until(&h, &w.done);
+  assert_int_equal(maelys_execution_receipt_errno(e), 0);
+  DIR* d = opendir(target);
+  assert_non_null(d);
+  struct dirent* entry;
+  int in_target = 0;
+  while ((entry = readdir(d)) != NULL)
+    in_target += entry->d_name[0] != '.';
+  closedir(d);
+  assert_int_equal(in_target, 0);
+  char receipt[PATH_MAX + 64];
+  snprintf(receipt, sizeof receipt, "%s/%s.json", moved,
+           maelys_execution_id(e));
+  assert_int_equal(access(receipt, F_OK), 0);
+  maelys_execution_release(e);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  char cmd[PATH_MAX + 16];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", top);
+  assert_int_equal(system(cmd), 0);
   harness_finish(&h);
 }
 
@@ -303,6 +355,7 @@ static void test_chain_order_is_end_order(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unsigned_receipts_unchanged),
+      cmocka_unit_test(test_receipt_dir_swapped_for_a_link),
       cmocka_unit_test(test_signed_chain),
       cmocka_unit_test(test_chain_order_is_end_order),
   };

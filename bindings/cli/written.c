@@ -1,0 +1,292 @@
+/*
+ * Where sandboxes could write, remembered across runs (DESIGN invariant 18:
+ * authority never comes from where a sandbox writes, in this run or an
+ * earlier one).
+ *
+ * Why a record: as root, a writable bind is idmapped, so a file the payload
+ * creates lands owned by the workspace's owner -- root, or the invoking user.
+ * The owner and mode checks of warden_read_authority() cannot tell it from
+ * the operator's own file: the adversarial review planted a plan that way and
+ * the next run used it. So before every launch, each path the plan makes
+ * writable is appended to `STATE/writable-paths` (one JSON object per line:
+ * the path, its device and inode, and the read-only paths the plan kept
+ * inside it), and a later run refuses an authority file (plan, policy,
+ * profile, spec) or a receipt directory at or below any recorded path --
+ * matched by name and, for what exists, by identity (a recorded directory
+ * moved elsewhere is still recognised) -- unless it lies inside a path that
+ * run kept read-only.
+ *
+ * The record lives in the state directory, which no plan may make writable;
+ * it covers the runs of this state directory (another user's runs keep their
+ * own). A file the operator reviewed is used by copying it out of the
+ * workspace first.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "maelys/backend.h"
+#include "warden.h"
+
+#define RECORD_FILE "writable-paths"
+#define RECORD_MAX (4u << 20)
+#define MAELYS__CLI_MAX_KEPT MAELYS_EXECUTOR_MAX_ENTRIES
+
+static char g_state[PATH_MAX];
+
+void warden_written_use(const char* state_dir) {
+  snprintf(g_state, sizeof g_state, "%s", state_dir ? state_dir : "");
+}
+
+static bool within(const char* path, const char* base) {
+  size_t n = strlen(base);
+  if (n == 1 && base[0] == '/')
+    return true;
+  return strncmp(path, base, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* The recorded entries, or NULL when there are none (an absent record). */
+static json_t* load(cli_error_t* err, bool* failed) {
+  *failed = false;
+  if (g_state[0] == '\0')
+    return NULL;
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/%s", g_state, RECORD_FILE);
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT)
+    return NULL;
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_uid != geteuid() || (st.st_mode & 077) != 0 ||
+      (size_t)st.st_size > RECORD_MAX) {
+    int e = errno;
+    if (fd >= 0)
+      close(fd);
+    *failed = true;
+    cli_fail(err, "ACCESS_DENIED",
+             "Remove the file if you trust every file below the paths "
+             "earlier runs made writable.",
+             "the record of paths earlier sandboxes could write ('%s') is "
+             "unreadable, too large, not yours or readable by others%s%s: "
+             "authority files cannot be checked against it (invariant 18)",
+             path, fd < 0 ? ": " : "", fd < 0 ? strerror(e) : "");
+    return NULL;
+  }
+  json_t* all = json_array();
+  FILE* f = fdopen(fd, "r");
+  char* line = NULL;
+  size_t cap = 0;
+  while (f != NULL && getline(&line, &cap, f) > 0) {
+    json_t* e = json_loads(line, 0, NULL);
+    if (json_is_object(e))
+      json_array_append_new(all, e);
+    else
+      json_decref(e); /* a torn last line of a killed run */
+  }
+  free(line);
+  if (f != NULL)
+    fclose(f);
+  else
+    close(fd);
+  return all;
+}
+
+/* Whether `path` (absolute, no link) is inside the directory or file with
+ * identity dev/ino: its nearest existing ancestor (itself included) walked up
+ * through "..". */
+static bool inside_by_identity(const char* path, dev_t dev, ino_t ino) {
+  char probe[PATH_MAX];
+  snprintf(probe, sizeof probe, "%s", path);
+  struct stat st;
+  while (lstat(probe, &st) != 0) {
+    char* slash = strrchr(probe, '/');
+    if (slash == NULL || slash == probe) {
+      snprintf(probe, sizeof probe, "/");
+      break;
+    }
+    *slash = '\0';
+  }
+  int fd = open(probe, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  /* A file: itself (a recorded writable file), then up from its directory
+   * (".." of a file is ENOTDIR). */
+  if (fd >= 0 && fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) {
+    close(fd);
+    if (st.st_dev == dev && st.st_ino == ino)
+      return true;
+    char* slash = strrchr(probe, '/');
+    if (slash == NULL)
+      return false;
+    *(slash == probe ? slash + 1 : slash) = '\0';
+    fd = open(probe, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+  }
+  for (int depth = 0; fd >= 0 && depth < 256; depth++) {
+    if (fstat(fd, &st) != 0)
+      break;
+    if (st.st_dev == dev && st.st_ino == ino) {
+      close(fd);
+      return true;
+    }
+    int parent = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct stat ps;
+    bool top = parent < 0 || fstat(parent, &ps) != 0 ||
+               (ps.st_dev == st.st_dev && ps.st_ino == st.st_ino);
+    close(fd);
+    fd = top ? -1 : parent;
+    if (top && parent >= 0)
+      close(parent);
+  }
+  if (fd >= 0)
+    close(fd);
+  return false;
+}
+
+int warden_written_check(const char* option, const char* path, const char* what,
+                         cli_error_t* err) {
+  bool failed = false;
+  json_t* all = load(err, &failed);
+  if (failed)
+    return -1;
+  size_t i;
+  json_t* e;
+  int rc = 0;
+  json_array_foreach(all, i, e) {
+    const char* w = json_string_value(json_object_get(e, "path"));
+    json_t* dev = json_object_get(e, "dev");
+    json_t* ino = json_object_get(e, "ino");
+    if (w == NULL)
+      continue;
+    bool in = within(path, w);
+    if (!in && json_is_integer(dev) && json_is_integer(ino))
+      in = inside_by_identity(path, (dev_t)json_integer_value(dev),
+                              (ino_t)json_integer_value(ino));
+    if (!in)
+      continue;
+    bool kept = false;
+    size_t k;
+    json_t* ro;
+    json_array_foreach(json_object_get(e, "readonly"), k, ro) {
+      const char* r = json_string_value(ro);
+      if (r != NULL && within(path, r))
+        kept = true;
+    }
+    if (kept)
+      continue;
+    rc = cli_fail(
+        err, "ACCESS_DENIED",
+        "Review the file and copy it somewhere no sandbox writes (or choose "
+        "another directory).",
+        "%s '%s' lies in '%s', which an earlier sandbox could write: %s "
+        "(invariant 18; the record is %s/" RECORD_FILE ")",
+        option, path, w, what, g_state);
+    break;
+  }
+  json_decref(all);
+  return rc;
+}
+
+int warden_written_record(const maelys_executor_plan_t* plan,
+                          cli_error_t* err) {
+  if (g_state[0] == '\0')
+    return cli_fail(err, "UNEXPECTED", NULL,
+                    "no state directory to record writable paths in");
+  size_t mounts = maelys_executor_plan_mount_count(plan);
+  size_t rules = maelys_executor_plan_rule_count(plan);
+  const char* readable[MAELYS__CLI_MAX_KEPT];
+  size_t nread = 0;
+  /* Kept from the payload inside a writable tree: the plan's read and deny
+   * rules (over a writable rule, each is its own read-only or mode-000
+   * mount, which the payload cannot move: a mount point is busy). */
+  for (size_t i = 0; i < rules && nread < MAELYS__CLI_MAX_KEPT; i++) {
+    maelys_executor_rule_view_t r;
+    if (maelys_executor_plan_rule_get(plan, i, &r) == 0 &&
+        r.access != MAELYS_EXECUTOR_ACCESS_WRITE)
+      readable[nread++] = r.path;
+  }
+  bool failed = false;
+  json_t* known = load(err, &failed);
+  if (failed)
+    return -1;
+  json_t* fresh = json_array();
+  for (size_t i = 0; i < mounts + rules; i++) {
+    const char* w = NULL;
+    if (i < mounts) {
+      maelys_executor_mount_view_t m;
+      if (maelys_executor_plan_mount_get(plan, i, &m) == 0 &&
+          m.kind == MAELYS_EXECUTOR_MOUNT_BIND)
+        w = m.source;
+    } else {
+      maelys_executor_rule_view_t r;
+      if (maelys_executor_plan_rule_get(plan, i - mounts, &r) == 0 &&
+          r.access == MAELYS_EXECUTOR_ACCESS_WRITE)
+        w = r.path;
+    }
+    if (w == NULL)
+      continue;
+    json_t* entry = json_pack("{s:s}", "path", w);
+    struct stat st;
+    if (lstat(w, &st) == 0) {
+      json_object_set_new(entry, "dev", json_integer((json_int_t)st.st_dev));
+      json_object_set_new(entry, "ino", json_integer((json_int_t)st.st_ino));
+    }
+    json_t* ro = json_array();
+    for (size_t k = 0; k < nread; k++)
+      if (strcmp(readable[k], w) != 0 && within(readable[k], w))
+        json_array_append_new(ro, json_string(readable[k]));
+    json_object_set_new(entry, "readonly", ro);
+    bool seen = false;
+    size_t j;
+    json_t* e;
+    json_array_foreach(known, j, e) seen = seen || json_equal(e, entry);
+    json_array_foreach(fresh, j, e) seen = seen || json_equal(e, entry);
+    if (seen)
+      json_decref(entry);
+    else
+      json_array_append_new(fresh, entry);
+  }
+  json_decref(known);
+  int rc = 0;
+  if (json_array_size(fresh) > 0) {
+    if (warden_mkdir_private(g_state) != 0) {
+      json_decref(fresh);
+      return cli_fail(err, "IO_FAILED", "Give a writable --state-dir.",
+                      "creating the state directory '%s': %s", g_state,
+                      strerror(errno));
+    }
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%s", g_state, RECORD_FILE);
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+                  0600);
+    size_t i;
+    json_t* e;
+    json_array_foreach(fresh, i, e) {
+      char* line = json_dumps(e, JSON_COMPACT);
+      char* full = line ? malloc(strlen(line) + 2) : NULL;
+      if (full != NULL)
+        sprintf(full, "%s\n", line);
+      /* One write per line (O_APPEND): concurrent runs never interleave. */
+      if (fd < 0 || full == NULL ||
+          write(fd, full, strlen(full)) != (ssize_t)strlen(full))
+        rc = -1;
+      free(full);
+      free(line);
+    }
+    if (fd >= 0 && fsync(fd) != 0)
+      rc = -1;
+    int e2 = errno;
+    if (fd >= 0)
+      close(fd);
+    if (rc != 0)
+      rc = cli_fail(err, "IO_FAILED", "Give a writable --state-dir.",
+                    "recording the paths this run makes writable in '%s': %s "
+                    "(nothing was launched)",
+                    path, strerror(e2));
+  }
+  json_decref(fresh);
+  return rc;
+}
