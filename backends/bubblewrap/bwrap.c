@@ -524,9 +524,13 @@ static void argv_dispose(argv_builder_t* a) {
   free(a->argv);
 }
 
+/* The most --keep-fd options the sandbox init takes (helper.c). */
+#define HELPER_KEEP_MAX 64
+
 /* The payload descriptors from 3 up, which the launcher keeps (every other
  * one below `limit` it closes). A descriptor left out would be closed:
- * refused, never dropped (invariants 1 and 5). */
+ * refused, never dropped (invariants 1 and 5); so is one more than the
+ * sandbox init can keep, before anything starts. */
 static maelys_executor_result_t
 kept_payload_fds(const maelys_backend_launch_t* launch, int limit,
                  int keep[MAELYS_BACKEND_PAYLOAD_FD_MAX], size_t* count,
@@ -534,11 +538,12 @@ kept_payload_fds(const maelys_backend_launch_t* launch, int limit,
   for (int fd = 3; fd < limit; fd++) {
     if (!maelys_backend_launch_payload_fd_present(launch, fd))
       continue;
-    if (*count == MAELYS_BACKEND_PAYLOAD_FD_MAX)
+    if (*count == MAELYS_BACKEND_PAYLOAD_FD_MAX || *count == HELPER_KEEP_MAX)
       return maelys_backend_fail(
           out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
-          "bubblewrap: the payload has more than %d descriptors from 3 up",
-          MAELYS_BACKEND_PAYLOAD_FD_MAX);
+          "bubblewrap: the payload has more than %d descriptors from 3 up "
+          "(its protocol descriptor and channels)",
+          HELPER_KEEP_MAX);
     keep[(*count)++] = fd;
   }
   return MAELYS_EXECUTOR_OK;

@@ -1370,6 +1370,44 @@ static void test_symlink_source_refused(void** state) {
   harness_finish(&h);
 }
 
+/* More payload descriptors than the sandbox init keeps are refused before
+ * anything starts, never dropped (invariants 1 and 5): the protocol socket
+ * and MAELYS_EXECUTOR_MAX_CHANNELS channels are one too many. */
+static void test_too_many_descriptors_refused(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  maelys_executor_plan_t* plan =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, false);
+  maelys_execution_request_t* req = sandbox_request(NULL, ARGS("exit", "0"));
+  assert_int_equal(maelys_execution_request_set_io_mode(
+                       req, MAELYS_EXEC_IO_ISOLATED_DUPLEX, 3, NULL),
+                   0);
+  for (int c = 4; c < 4 + MAELYS_EXECUTOR_MAX_CHANNELS; c++) {
+    char name[16];
+    snprintf(name, sizeof name, "ch%d", c);
+    assert_int_equal(maelys_executor_plan_add_channel(plan, c, name, NULL), 0);
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    assert_int_equal(maelys_execution_request_add_channel(req, c, &fd, NULL),
+                     0);
+  }
+  assert_int_equal(maelys_executor_plan_seal(plan, NULL), 0);
+  char* err = NULL;
+  maelys_execution_t* e = NULL;
+  assert_int_equal(maelys_execution_spawn(h.executor, plan, req, &e, &err),
+                   MAELYS_EXECUTOR_ERR_UNSUPPORTED);
+  assert_null(e);
+  if (strstr(err, "more than 64 descriptors") == NULL)
+    fail_msg("unexpected refusal: %s", err);
+  maelys_executor_error_free(err);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
 /* A bwrap execution's receipt names the backend and its capabilities. */
 static void test_receipt(void** state) {
   (void)state;
@@ -1531,6 +1569,7 @@ int main(void) {
       cmocka_unit_test(test_missing_bwrap_refuses),
       cmocka_unit_test(test_blocked_userns_refuses),
       cmocka_unit_test(test_symlink_source_refused),
+      cmocka_unit_test(test_too_many_descriptors_refused),
       cmocka_unit_test(test_receipt),
       cmocka_unit_test(test_check_agrees_with_spawn),
   };
