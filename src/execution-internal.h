@@ -1,7 +1,8 @@
 /*
  * The execution handle's private parts, shared by the files that implement
  * it (execution.c: the handle, its callbacks, streams and release;
- * execution-spawn.c; execution-status.c: the status channel;
+ * execution-check.c: spawn's checks and its dry run; execution-spawn.c;
+ * execution-status.c: the status channel;
  * execution-stop.c: the stop forms and their escalation; execution-reap.c:
  * the exit watch, finishing, receipts and background reapers).
  *
@@ -222,6 +223,20 @@ bool maelys__exec_read_status(maelys_execution_t* e);
 bool maelys__exec_drained(const maelys_execution_t* e);
 void maelys__exec_on_status(uv_poll_t* poll, int status, int events);
 void maelys__exec_on_terminal_done(maelys__tty_relay_t* relay, void* data);
+
+/* execution-check.c */
+/* The arguments of spawn and of its dry run. */
+maelys_executor_result_t maelys__exec_check_arguments(
+    maelys_executor_t* executor, const maelys_executor_plan_t* plan,
+    const maelys_execution_request_t* request, char** out_error);
+/* Every check spawn makes before it creates anything; a dry run has no side
+ * effect. Otherwise *out_receipt_dirfd is the receipt directory opened (or
+ * -1 without one): the caller owns it. */
+maelys_executor_result_t maelys__exec_preflight(
+    maelys_executor_t* executor, const maelys_executor_plan_t* plan,
+    const maelys_execution_request_t* request, bool dry_run,
+    int* out_receipt_dirfd, const maelys__backend_entry_t** out_backend,
+    char** out_error);
 
 /* execution-reap.c */
 void maelys__exec_finish(maelys_execution_t* e);
