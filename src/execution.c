@@ -29,6 +29,7 @@
 #include "cgroup.h"
 #include "internal.h"
 #include "proc.h"
+#include "terminal.h"
 #include "tty-relay.h"
 
 /* How long the status channel may stay open after the launcher exited before
@@ -43,6 +44,12 @@ typedef struct waiter {
   void* data;
   struct waiter* next;
 } waiter_t;
+
+typedef struct terminal_waiter {
+  maelys_execution_terminal_cb cb;
+  void* data;
+  struct terminal_waiter* next;
+} terminal_waiter_t;
 
 typedef struct stopper {
   maelys_execution_stop_cb cb;
@@ -103,10 +110,22 @@ struct maelys_execution {
   int exit_code, term_signal;
   maelys_backend_event_t* launch_failed; /* allocated when one is reported */
 
-  stream_t streams[4];
+  stream_t streams[5];
   /* The host's terminals a confined payload writes to, through relays
    * (invariant 21): [0] its stdout, [1] its stderr. */
   maelys__tty_relay_t* terminals[2];
+
+  /* MAELYS_EXEC_IO_TTY: the core's end of the terminal rendezvous (until
+   * the master came, or -1), whether the master came or will not come any
+   * more, the size to set once it comes, and who waits for it. */
+  bool tty;
+  int rendezvous_fd;
+  bool terminal_settled;
+  bool resize_pending;
+  unsigned resize_rows, resize_columns;
+  terminal_waiter_t* terminal_waiters;
+  uv_poll_t terminal_poll;
+  bool terminal_poll_init;
 
   bool finished;
   maelys_execution_status_t status;
@@ -200,9 +219,16 @@ static void execution_free(maelys_execution_t* e) {
   maelys__proc_close(&e->root);
   if (e->status_fd >= 0)
     close(e->status_fd);
-  for (int i = 0; i < 4; i++)
+  if (e->rendezvous_fd >= 0)
+    close(e->rendezvous_fd);
+  for (int i = 0; i < 5; i++)
     if (e->streams[i].fd >= 0 && !e->streams[i].opened)
       close(e->streams[i].fd);
+  while (e->terminal_waiters) {
+    terminal_waiter_t* w = e->terminal_waiters;
+    e->terminal_waiters = w->next;
+    free(w);
+  }
   while (e->waiters) {
     waiter_t* w = e->waiters;
     e->waiters = w->next;
@@ -278,11 +304,13 @@ static void begin_close(maelys_execution_t* e) {
       maelys__tty_relay_close(e->terminals[i], on_terminal_closed, e);
       e->terminals[i] = NULL;
     }
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 5; i++)
     close_stream(&e->streams[i]);
   close_handle(e, (uv_handle_t*)&e->proc_poll);
   if (e->status_poll_init)
     close_handle(e, (uv_handle_t*)&e->status_poll);
+  if (e->terminal_poll_init)
+    close_handle(e, (uv_handle_t*)&e->terminal_poll);
   close_handle(e, (uv_handle_t*)&e->stop_timer);
   close_handle(e, (uv_handle_t*)&e->drain_timer);
   close_handle(e, (uv_handle_t*)&e->dispatch_timer);
@@ -312,9 +340,18 @@ static void arm_dispatch(maelys_execution_t* e) {
 
 static void on_dispatch(uv_timer_t* timer) {
   maelys_execution_t* e = timer->data;
-  /* Completed stops first, then waiters: a stop's completion precedes the
+  /* The terminal first (a host starts relaying it before anything ends),
+   * then completed stops, then waiters: a stop's completion precedes the
    * exit it caused. A callback may release the execution; delivery stops
    * there (memory is still valid: it is freed only in close callbacks). */
+  while (e->terminal_settled && e->terminal_waiters != NULL && !e->released) {
+    terminal_waiter_t* w = e->terminal_waiters;
+    e->terminal_waiters = w->next;
+    stream_t* t = &e->streams[MAELYS_EXEC_STREAM_TERMINAL];
+    w->cb(e, t->present ? MAELYS_EXECUTOR_OK : MAELYS_EXECUTOR_ERR_SPAWN,
+          w->data);
+    free(w);
+  }
   for (;;) {
     stopper_t** p = &e->stoppers;
     while (*p != NULL && !(*p)->done)
@@ -532,9 +569,61 @@ static void compute_status(maelys_execution_t* e) {
   }
 }
 
+/* ------------------------------------------------------------ terminal */
+
+/* The master arrived, or never will: stop watching the rendezvous. */
+static void settle_terminal(maelys_execution_t* e) {
+  if (e->terminal_settled)
+    return;
+  e->terminal_settled = true;
+  if (e->terminal_poll_init)
+    uv_poll_stop(&e->terminal_poll);
+  arm_dispatch(e);
+}
+
+/* Takes the master if the sandbox sent it. */
+static void receive_terminal(maelys_execution_t* e) {
+  if (e->terminal_settled || e->rendezvous_fd < 0)
+    return;
+  int master = -1;
+  int r = maelys__terminal_receive(e->rendezvous_fd, &master);
+  if (r == 0)
+    return;
+  if (r == 1) {
+    e->streams[MAELYS_EXEC_STREAM_TERMINAL] =
+        (stream_t){.present = true, .fd = master};
+    if (e->resize_pending)
+      maelys__terminal_set_size(master, e->resize_rows, e->resize_columns);
+    e->resize_pending = false;
+  } else if (r == -EPROTO) {
+    /* Not a pseudo-terminal master: nothing is relayed through it, and a
+     * payload with no terminal to talk to is ended rather than left
+     * blocked. */
+    char note[] = "the sandbox sent something other than the master of a "
+                  "pseudo-terminal for the payload's terminal";
+    append_diag(e, note, sizeof note - 1);
+    if (!e->main_reaped)
+      send_forced(e);
+  }
+  /* One message settles it, whatever it held; so do end of file and a
+   * failed socket (the execution's status says what went wrong). */
+  settle_terminal(e);
+}
+
+static void on_terminal(uv_poll_t* poll, int status, int events) {
+  (void)status;
+  (void)events;
+  receive_terminal(poll->data);
+}
+
 static void finish(maelys_execution_t* e) {
   if (e->finished)
     return;
+  /* A master sent before the payload ended is offered even when the exit
+   * was seen first on the loop. */
+  receive_terminal(e);
+  if (e->tty)
+    settle_terminal(e);
   e->finished = true;
   uv_timer_stop(&e->stop_timer);
   uv_timer_stop(&e->drain_timer);
@@ -795,6 +884,7 @@ typedef struct layout {
   int close_after[16]; /* child ends, closed after spawn */
   size_t close_count;
   int null_fd;
+  int terminal_child; /* MAELYS_BACKEND_FD_TERMINAL, in close_after */
 } layout_t;
 
 static int add_payload_fd(layout_t* l, int child_fd, int source) {
@@ -864,6 +954,32 @@ static int output_source(maelys_execution_t* e,
   return child;
 }
 
+/* MAELYS_EXEC_IO_TTY: the sandbox replaces 0, 1 and 2 with the slave of the
+ * terminal it makes, so the layout holds /dev/null there until then; the
+ * rendezvous' child end goes to the launch. */
+static maelys_executor_result_t
+build_terminal_layout(maelys_execution_t* e,
+                      const maelys_execution_request_t* r, layout_t* l,
+                      char** out_error) {
+  if (r->stderr_mode != MAELYS_EXEC_STDERR_INHERIT)
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+        "the TTY io mode makes the terminal the payload's stderr too: the "
+        "stderr mode must be MAELYS_EXEC_STDERR_INHERIT");
+  int host = -1, child = -1;
+  int rc = maelys__terminal_rendezvous(&host, &child);
+  if (rc != 0)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                 "creating the terminal rendezvous: %s",
+                                 strerror(-rc));
+  e->rendezvous_fd = host;
+  l->terminal_child = child;
+  l->close_after[l->close_count++] = child;
+  for (int fd = 0; fd < 3; fd++)
+    add_payload_fd(l, fd, l->null_fd);
+  return MAELYS_EXECUTOR_OK;
+}
+
 static maelys_executor_result_t
 build_layout(maelys_execution_t* e, const maelys_execution_request_t* r,
              layout_t* l, bool confined, char** out_error) {
@@ -871,6 +987,19 @@ build_layout(maelys_execution_t* e, const maelys_execution_request_t* r,
   if (l->null_fd < 0)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
                                  "open /dev/null: %s", strerror(errno));
+  if (r->stdin_mode == MAELYS_EXEC_STDIN_NULL &&
+      r->io_mode != MAELYS_EXEC_IO_CAPTURED &&
+      r->io_mode != MAELYS_EXEC_IO_ISOLATED_DUPLEX)
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+        "a /dev/null stdin (MAELYS_EXEC_STDIN_NULL) needs the CAPTURED io "
+        "mode: in this io mode stdin is something else");
+  if (r->io_mode == MAELYS_EXEC_IO_TTY) {
+    maelys_executor_result_t res = build_terminal_layout(e, r, l, out_error);
+    if (res != MAELYS_EXECUTOR_OK)
+      return res;
+    goto channels;
+  }
   int stderr_src;
   switch (r->stderr_mode) {
   case MAELYS_EXEC_STDERR_CAPTURE: {
@@ -895,21 +1024,25 @@ build_layout(maelys_execution_t* e, const maelys_execution_request_t* r,
   }
   switch (r->io_mode) {
   case MAELYS_EXEC_IO_CAPTURED: {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) != 0)
+    int in[2] = {-1, -1}, out[2];
+    if (r->stdin_mode == MAELYS_EXEC_STDIN_PIPE && pipe2(in, O_CLOEXEC) != 0)
       goto io_error;
     if (pipe2(out, O_CLOEXEC) != 0) {
-      close(in[0]);
-      close(in[1]);
+      if (in[0] >= 0) {
+        close(in[0]);
+        close(in[1]);
+      }
       goto io_error;
     }
-    e->streams[MAELYS_EXEC_STREAM_STDIN] =
-        (stream_t){.present = true, .fd = in[1]};
+    if (in[0] >= 0) {
+      e->streams[MAELYS_EXEC_STREAM_STDIN] =
+          (stream_t){.present = true, .fd = in[1]};
+      l->close_after[l->close_count++] = in[0];
+    }
     e->streams[MAELYS_EXEC_STREAM_STDOUT] =
         (stream_t){.present = true, .fd = out[0]};
-    l->close_after[l->close_count++] = in[0];
     l->close_after[l->close_count++] = out[1];
-    add_payload_fd(l, 0, in[0]);
+    add_payload_fd(l, 0, in[0] >= 0 ? in[0] : l->null_fd);
     add_payload_fd(l, 1, out[1]);
     add_payload_fd(l, 2, stderr_src);
     break;
@@ -954,7 +1087,10 @@ build_layout(maelys_execution_t* e, const maelys_execution_request_t* r,
     add_payload_fd(l, 2, stderr_src);
     break;
   }
+  case MAELYS_EXEC_IO_TTY:
+    break; /* build_terminal_layout */
   }
+channels:
   for (size_t i = 0; i < r->channel_count; i++)
     add_payload_fd(l, r->channels[i].child_fd, r->channels[i].host_fd);
   if (l->limit < 3)
@@ -1200,6 +1336,14 @@ static int init_handles(maelys_execution_t* e, uv_loop_t* loop) {
     e->status_poll_init = true;
     e->open_handles++;
   }
+  if (e->rendezvous_fd >= 0) {
+    r = uv_poll_init(loop, &e->terminal_poll, e->rendezvous_fd);
+    if (r != 0)
+      return r;
+    e->terminal_poll.data = e;
+    e->terminal_poll_init = true;
+    e->open_handles++;
+  }
   return 0;
 }
 
@@ -1343,9 +1487,11 @@ maelys_execution_spawn(maelys_executor_t* executor,
   e->root.pid = -1;
   e->status_fd = -1;
   e->lifeline_fd = -1;
+  e->rendezvous_fd = -1;
+  e->tty = request->io_mode == MAELYS_EXEC_IO_TTY;
   e->cgroup.dir_fd = e->cgroup.parent_fd = -1;
   e->memory_peak = -1;
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 5; i++)
     e->streams[i].fd = -1;
   e->grace_ms = request->grace_ms;
   e->force_ms = request->force_ms;
@@ -1386,6 +1532,7 @@ maelys_execution_spawn(maelys_executor_t* executor,
   layout_t layout;
   memset(&layout, 0, sizeof layout);
   layout.null_fd = -1;
+  layout.terminal_child = -1;
   maelys_backend_launch_t launch;
   maelys__executor_launch_init(&launch, 0);
   int status_pipe[2] = {-1, -1};
@@ -1410,6 +1557,22 @@ maelys_execution_spawn(maelys_executor_t* executor,
   if (res != MAELYS_EXECUTOR_OK)
     goto fail;
   e->launch_flags = launch.flags;
+  if (e->tty) {
+    /* Invariant 21: a terminal session needs a terminal the sandbox makes
+     * itself; a backend that cannot is refused, never given the host's. */
+    bool mapped = false;
+    for (size_t i = 0; i < launch.map_count; i++)
+      mapped = mapped || launch.map[i].source == MAELYS_BACKEND_FD_TERMINAL;
+    if (!mapped) {
+      res = maelys__executor_fail(
+          out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
+          "backend '%s' cannot give the payload a pseudo-terminal of its own "
+          "(MAELYS_EXEC_IO_TTY), and a terminal of the host's never enters a "
+          "sandbox (invariant 21)",
+          backend->vtable->name);
+      goto fail;
+    }
+  }
 
   if (launch.flags & MAELYS_BACKEND_LAUNCH_STATUS_CHANNEL) {
     if (pipe2(status_pipe, O_CLOEXEC) != 0) {
@@ -1441,6 +1604,8 @@ maelys_execution_spawn(maelys_executor_t* executor,
             src = layout.fds[k].source_fd;
       } else if (m->source == MAELYS_BACKEND_FD_STATUS) {
         src = status_pipe[1];
+      } else if (m->source == MAELYS_BACKEND_FD_TERMINAL) {
+        src = layout.terminal_child;
       } else if (m->source == MAELYS_BACKEND_FD_LIFELINE) {
         if (lifeline[0] < 0 && pipe2(lifeline, O_CLOEXEC) != 0) {
           res = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
@@ -1568,6 +1733,8 @@ maelys_execution_spawn(maelys_executor_t* executor,
     }
   if (e->status_poll_init)
     uv_poll_start(&e->status_poll, UV_READABLE, on_status);
+  if (e->terminal_poll_init)
+    uv_poll_start(&e->terminal_poll, UV_READABLE, on_terminal);
   if (e->receipt_chain != NULL)
     maelys__executor_chain(executor, e->receipt_chain, false)->live++;
   *out_execution = e;
@@ -1589,9 +1756,11 @@ fail:
       maelys__tty_relay_close(e->terminals[i], NULL, NULL);
   maelys__executor_launch_dispose(&launch);
   free(fds);
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 5; i++)
     if (e->streams[i].fd >= 0)
       close(e->streams[i].fd);
+  if (e->rendezvous_fd >= 0)
+    close(e->rendezvous_fd);
   free(e->executable);
   free_vector(e->argv);
   free(e->receipt_dir);
@@ -1708,10 +1877,16 @@ static maelys_executor_result_t stream_slot(maelys_execution_t* e,
   if (e == NULL)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                                  "execution is NULL");
-  if ((int)id < 0 || id > MAELYS_EXEC_STREAM_PROTOCOL)
+  if ((int)id < 0 || id > MAELYS_EXEC_STREAM_TERMINAL)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                                  "unknown stream %d", (int)id);
   stream_t* s = &e->streams[id];
+  if (!s->present && id == MAELYS_EXEC_STREAM_TERMINAL && e->tty &&
+      !e->terminal_settled)
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_STATE,
+        "the payload's terminal has not reached the host yet: take it in "
+        "maelys_execution_wait_terminal's callback");
   if (!s->present)
     return maelys__executor_fail(
         out_error, MAELYS_EXECUTOR_ERR_NOT_FOUND,
@@ -1858,6 +2033,11 @@ void maelys_execution_release(maelys_execution_t* e) {
     e->stoppers = s->next;
     free(s);
   }
+  while (e->terminal_waiters) {
+    terminal_waiter_t* w = e->terminal_waiters;
+    e->terminal_waiters = w->next;
+    free(w);
+  }
   uv_timer_stop(&e->dispatch_timer);
   if (e->finished) {
     begin_close(e);
@@ -1867,7 +2047,9 @@ void maelys_execution_release(maelys_execution_t* e) {
    * is abandoned; the exit watch stays, unreferenced, to reap it. */
   uv_timer_stop(&e->stop_timer);
   e->pending_graceful = false;
-  for (int i = 0; i < 4; i++) {
+  if (e->terminal_poll_init)
+    uv_unref((uv_handle_t*)&e->terminal_poll);
+  for (int i = 0; i < 5; i++) {
     stream_t* s = &e->streams[i];
     if (s->opened)
       close_stream(s);
@@ -1886,6 +2068,74 @@ void maelys_execution_release(maelys_execution_t* e) {
   e->orphaned = true;
   e->orphan_next = e->executor->orphans;
   e->executor->orphans = e;
+}
+
+/* ------------------------------------------------------------ terminal */
+
+maelys_executor_result_t
+maelys_execution_wait_terminal(maelys_execution_t* e,
+                               maelys_execution_terminal_cb cb, void* data,
+                               char** out_error) {
+  MAELYS__CHECK_OUT_ERROR(out_error);
+  if (e == NULL || cb == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                 "execution and callback are required");
+  if (!e->tty)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
+                                 "the execution's io mode is not TTY: it has "
+                                 "no terminal");
+  terminal_waiter_t* w = calloc(1, sizeof *w);
+  if (w == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                                 "out of memory");
+  w->cb = cb;
+  w->data = data;
+  terminal_waiter_t** p = &e->terminal_waiters;
+  while (*p != NULL)
+    p = &(*p)->next;
+  *p = w;
+  if (e->terminal_settled)
+    arm_dispatch(e);
+  return MAELYS_EXECUTOR_OK;
+}
+
+maelys_executor_result_t maelys_execution_resize(maelys_execution_t* e,
+                                                 unsigned rows,
+                                                 unsigned columns,
+                                                 char** out_error) {
+  MAELYS__CHECK_OUT_ERROR(out_error);
+  if (e == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                 "execution is NULL");
+  if (rows < 1 || rows > 65535 || columns < 1 || columns > 65535)
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+        "a terminal size is 1..65535 rows and columns (got %ux%u)", rows,
+        columns);
+  stream_t* s = &e->streams[MAELYS_EXEC_STREAM_TERMINAL];
+  if (!e->tty || s->taken || (e->terminal_settled && !s->present))
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_STATE, "%s",
+        !e->tty    ? "the execution's io mode is not TTY: it has no terminal"
+        : s->taken ? "the terminal was handed over with "
+                     "maelys_execution_take_fd: resize that descriptor"
+                   : "the execution has no terminal");
+  if (!s->present) {
+    e->resize_pending = true;
+    e->resize_rows = rows;
+    e->resize_columns = columns;
+    return MAELYS_EXECUTOR_OK;
+  }
+  int fd = s->fd;
+  if (s->opened && uv_fileno((uv_handle_t*)&s->pipe, &fd) != 0)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
+                                 "the terminal stream was closed");
+  int r = maelys__terminal_set_size(fd, rows, columns);
+  if (r != 0)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                 "resizing the payload's terminal: %s",
+                                 strerror(-r));
+  return MAELYS_EXECUTOR_OK;
 }
 
 /* --------------------------------------------------------------- query */

@@ -202,10 +202,15 @@ maelys_executor_result_t maelys_executor_register_backend(
   if (executor->destroyed)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
                                  "the executor was destroyed");
-  if (backend->abi_version != MAELYS_BACKEND_ABI_VERSION)
+  /* ABI 3 only added an fd source and request accessors: a backend built
+   * for ABI 2 still works, and never maps a terminal (its TTY requests are
+   * refused at spawn). */
+  if (backend->abi_version != MAELYS_BACKEND_ABI_VERSION &&
+      backend->abi_version != 2)
     return maelys__executor_fail(
         out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
-        "backend '%s' was built for backend ABI %u; this library speaks %u",
+        "backend '%s' was built for backend ABI %u; this library speaks 2 "
+        "and %u",
         backend_name_is_valid(backend->name) ? backend->name : "?",
         backend->abi_version, MAELYS_BACKEND_ABI_VERSION);
   if (backend->struct_size <

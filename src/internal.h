@@ -191,6 +191,8 @@ struct maelys_execution_request {
   char* receipt_chain;   /* maelys_execution_request_set_receipt_chain */
   char* receipt_context; /* a JSON object's text */
   bool terminal_raw;     /* relay a terminal's output without making it inert */
+  maelys_exec_stdin_mode_t stdin_mode;
+  unsigned terminal_rows, terminal_columns; /* MAELYS_EXEC_IO_TTY */
 };
 
 /* ------------------------------------------------------------ launch */

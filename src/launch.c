@@ -137,6 +137,7 @@ maelys_backend_launch_map_fd(maelys_backend_launch_t* launch, int child_fd,
     break;
   case MAELYS_BACKEND_FD_STATUS:
   case MAELYS_BACKEND_FD_LIFELINE:
+  case MAELYS_BACKEND_FD_TERMINAL:
     break;
   case MAELYS_BACKEND_FD_EXTRA:
     if (value < 0 || (size_t)value >= launch->extra_count)

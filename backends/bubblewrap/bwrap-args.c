@@ -480,6 +480,27 @@ check_expressible(const maelys_executor_plan_t* plan, char** out_error) {
   return MAELYS_EXECUTOR_OK;
 }
 
+/* A terminal session: the sandbox's init makes the payload's terminal from
+ * the devpts instance of the plan's /dev (bwrap's --dev mounts a new one,
+ * with /dev/ptmx pointing into it), so a plan without one cannot have a
+ * terminal, and is refused rather than given any other. */
+static maelys_executor_result_t
+check_terminal(const maelys_executor_plan_t* plan, char** out_error) {
+  for (size_t i = 0; i < maelys_executor_plan_mount_count(plan); i++) {
+    maelys_executor_mount_view_t m;
+    maelys_executor_plan_mount_get(plan, i, &m);
+    if (m.kind == MAELYS_EXECUTOR_MOUNT_DEV &&
+        strcmp(m.destination, "/dev") == 0)
+      return MAELYS_EXECUTOR_OK;
+  }
+  return fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
+              "the plan mounts no /dev (a dev mount at /dev), so the sandbox "
+              "has no devpts instance to make the payload a pseudo-terminal "
+              "of its own from; a terminal of the host's never enters a "
+              "sandbox (invariant 21): add a dev mount at /dev, or run "
+              "without a terminal session");
+}
+
 static const char* const rlimit_names[] = {"",      "cpu",    "fsize",  "data",
                                            "stack", "core",   "nofile", "as",
                                            "nproc", "memlock"};
@@ -491,6 +512,9 @@ maelys__bwrap_lower(const maelys_executor_plan_t* plan,
                     maelys__bwrap_lowered_t* out, char** out_error) {
   memset(out, 0, sizeof *out);
   maelys_executor_result_t res = check_expressible(plan, out_error);
+  bool tty = maelys_execution_request_io_mode(request) == MAELYS_EXEC_IO_TTY;
+  if (res == MAELYS_EXECUTOR_OK && tty)
+    res = check_terminal(plan, out_error);
   if (res != MAELYS_EXECUTOR_OK)
     return res;
   builder_t b = {out, env, out_error, false};
@@ -632,6 +656,14 @@ maelys__bwrap_lower(const maelys_executor_plan_t* plan,
   for (size_t i = 0; i < env->keep_count; i++) {
     cmd(&b, "--keep-fd");
     cmdf(&b, "%d", env->keep_fds[i]);
+  }
+  if (tty) {
+    unsigned rows = 0, columns = 0;
+    maelys_execution_request_terminal_size(request, &rows, &columns);
+    cmd(&b, "--terminal-fd");
+    cmdf(&b, "%d", env->terminal_fd);
+    cmd(&b, "--terminal-size");
+    cmdf(&b, "%ux%u", rows, columns);
   }
   uint64_t tasks = 0;
   if (maelys_executor_plan_limit_get(plan, MAELYS_EXECUTOR_LIMIT_TASKS,

@@ -557,11 +557,15 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
    * launcher and of bwrap), then, from the limit up: the payload's real
    * stderr, the sandbox init's status channel, the args, the BPF, bwrap's
    * JSON status (a pipe the launcher makes), the lifeline and bwrap itself
-   * (both the launcher's alone), and the lowering's extra descriptors. */
+   * (both the launcher's alone), in a terminal session the terminal
+   * rendezvous, and the lowering's extra descriptors. */
+  const bool tty =
+      maelys_execution_request_io_mode(request) == MAELYS_EXEC_IO_TTY;
   const int stderr_fd = limit, status_fd = limit + 1, args_fd = limit + 2,
             seccomp_fd = limit + 3, json_fd = limit + 4,
             lifeline_fd = limit + 5, exec_fd = limit + 6,
-            first_extra_fd = limit + 7;
+            terminal_fd = tty ? limit + 7 : -1,
+            first_extra_fd = tty ? limit + 8 : limit + 7;
   maelys__bwrap_env_t env = {
       .resolver = &real_resolver,
       .helper_path = st->helper.path,
@@ -579,6 +583,7 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
       .seccomp_fd = seccomp_fd,
       .json_status_fd = json_fd,
       .first_extra_fd = first_extra_fd,
+      .terminal_fd = terminal_fd,
   };
   maelys__bwrap_lowered_t low;
   maelys_executor_result_t r =
@@ -663,6 +668,11 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
   if (r == MAELYS_EXECUTOR_OK)
     r = maelys_backend_launch_map_fd(launch, lifeline_fd,
                                      MAELYS_BACKEND_FD_LIFELINE, 0, out_error);
+  /* The rendezvous goes through the launcher and bwrap to the sandbox's
+   * init, which sends the master of the terminal it makes back over it. */
+  if (r == MAELYS_EXECUTOR_OK && tty)
+    r = maelys_backend_launch_map_fd(launch, terminal_fd,
+                                     MAELYS_BACKEND_FD_TERMINAL, 0, out_error);
   if (r != MAELYS_EXECUTOR_OK)
     goto out;
 
@@ -775,9 +785,16 @@ static void bwrap_status_line(void* state, const char* line, size_t length,
       ev->kind = MAELYS_BACKEND_EVENT_LAUNCH_FAILED;
       snprintf(ev->step, sizeof ev->step, "%s", step);
       ev->error_number = v;
-      snprintf(ev->message, sizeof ev->message,
-               "the payload could not be started inside the sandbox: %s: %s",
-               step, strerror(v));
+      if (strcmp(step, "terminal") == 0)
+        snprintf(ev->message, sizeof ev->message,
+                 "the sandbox could not make the payload a pseudo-terminal of "
+                 "its own from its /dev/ptmx (its devpts instance): %s; a "
+                 "terminal of the host's never enters a sandbox",
+                 strerror(v));
+      else
+        snprintf(ev->message, sizeof ev->message,
+                 "the payload could not be started inside the sandbox: %s: %s",
+                 step, strerror(v));
     }
     return;
   }
