@@ -54,14 +54,14 @@ typedef struct direction {
   end_t* dst;
   relay_direction_options_t options;
   bool reading;
-  bool paused;   /* backpressure: the destination is full */
-  bool held;     /* relay_hold: not read until released */
+  bool paused; /* backpressure: the destination is full */
+  bool held;   /* relay_hold: not read until released */
   bool src_eof;
   bool finished;
   bool failed;
   size_t pending;
   bool after_c2; /* inert: the last byte was 0xC2, a C1 control may follow */
-  int last_byte;  /* the last byte read, -1 before any */
+  int last_byte; /* the last byte read, -1 before any */
   /* file operations, one chunk in flight */
   uv_fs_t read_req;
   uv_fs_t write_req;
@@ -527,10 +527,8 @@ int relay_direction(relay_t* r, int src, int dst,
       (size_t)src >= r->end_count || (size_t)dst >= r->end_count)
     return -1;
   direction_t* d = &r->dirs[r->dir_count];
-  *d = (direction_t){.relay = r,
-                     .src = &r->ends[src],
-                     .dst = &r->ends[dst],
-                     .last_byte = -1};
+  *d = (direction_t){
+      .relay = r, .src = &r->ends[src], .dst = &r->ends[dst], .last_byte = -1};
   if (options != NULL)
     d->options = *options;
   d->held = d->options.start_held;

@@ -83,7 +83,7 @@ static void emergency_restore(void) {
   }
 }
 
-static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE,
+static const int fatal_signals[] = {SIGSEGV, SIGBUS,  SIGFPE,
                                     SIGILL,  SIGABRT, SIGQUIT};
 
 static void on_fatal(int sig) {
@@ -180,8 +180,8 @@ static void resize(session_t* s) {
 /* The resets a fatal signal would write, brought up to date. */
 static void on_filtered(session_t* s) {
   int next = 1 - g.current;
-  g.resets_len[next] = (sig_atomic_t)term_filter_resets(&s->filter,
-                                                        g.resets[next]);
+  g.resets_len[next] =
+      (sig_atomic_t)term_filter_resets(&s->filter, g.resets[next]);
   g.current = next;
 }
 
@@ -332,9 +332,8 @@ session_t* session_start(uv_loop_t* loop, maelys_execution_t* execution,
 }
 
 bool session_output_done(const session_t* s) {
-  return s->no_terminal ||
-         (s->out_dir >= 0 && s->output_ended &&
-          relay_direction_done(s->relay, s->out_dir));
+  return s->no_terminal || (s->out_dir >= 0 && s->output_ended &&
+                            relay_direction_done(s->relay, s->out_dir));
 }
 
 void session_close(session_t* s) {

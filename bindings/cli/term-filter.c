@@ -56,13 +56,20 @@ typedef struct dec_mode {
 
 /* In the order they are undone: input modes first, the screen last. */
 static const dec_mode_t dec_modes[] = {
-    {1000, 1u << 8, false, "\x1b[?1000l"},  {1001, 1u << 9, false, "\x1b[?1001l"},
-    {1002, 1u << 10, false, "\x1b[?1002l"}, {1003, 1u << 11, false, "\x1b[?1003l"},
-    {1005, 1u << 12, false, "\x1b[?1005l"}, {1006, 1u << 13, false, "\x1b[?1006l"},
-    {1015, 1u << 14, false, "\x1b[?1015l"}, {1016, 1u << 15, false, "\x1b[?1016l"},
-    {1004, 1u << 16, false, "\x1b[?1004l"}, {2004, 1u << 17, false, "\x1b[?2004l"},
-    {1, 1u << 18, false, "\x1b[?1l"},       {1049, 1u << 19, false, "\x1b[?1049l"},
-    {1047, 1u << 20, false, "\x1b[?1047l"}, {47, 1u << 21, false, "\x1b[?47l"},
+    {1000, 1u << 8, false, "\x1b[?1000l"},
+    {1001, 1u << 9, false, "\x1b[?1001l"},
+    {1002, 1u << 10, false, "\x1b[?1002l"},
+    {1003, 1u << 11, false, "\x1b[?1003l"},
+    {1005, 1u << 12, false, "\x1b[?1005l"},
+    {1006, 1u << 13, false, "\x1b[?1006l"},
+    {1015, 1u << 14, false, "\x1b[?1015l"},
+    {1016, 1u << 15, false, "\x1b[?1016l"},
+    {1004, 1u << 16, false, "\x1b[?1004l"},
+    {2004, 1u << 17, false, "\x1b[?2004l"},
+    {1, 1u << 18, false, "\x1b[?1l"},
+    {1049, 1u << 19, false, "\x1b[?1049l"},
+    {1047, 1u << 20, false, "\x1b[?1047l"},
+    {47, 1u << 21, false, "\x1b[?47l"},
     {25, 1u << 22, true, "\x1b[?25h"},
 };
 
@@ -442,8 +449,7 @@ static void step(term_filter_t* f, sink_t* s, unsigned char c) {
   }
 }
 
-size_t term_filter_feed(term_filter_t* f, const char* in, size_t n,
-                        char* out) {
+size_t term_filter_feed(term_filter_t* f, const char* in, size_t n, char* out) {
   sink_t s = {out, 0};
   for (size_t i = 0; i < n; i++)
     step(f, &s, (unsigned char)in[i]);

@@ -20,16 +20,16 @@
 typedef struct term_filter {
   bool allow_clipboard;
   int state;
-  int c2_base;       /* the state 0xC2 came in */
-  int utf8_left;     /* continuation bytes of a UTF-8 character to come */
+  int c2_base;   /* the state 0xC2 came in */
+  int utf8_left; /* continuation bytes of a UTF-8 character to come */
   unsigned char held[TERM_FILTER_SLACK]; /* bytes not given out yet */
   size_t held_len;
-  unsigned long osc;  /* the OSC's number so far */
+  unsigned long osc; /* the OSC's number so far */
   int osc_digits;
-  char csi_private;   /* '<', '=', '>', '?' or 0 */
+  char csi_private; /* '<', '=', '>', '?' or 0 */
   unsigned csi_params[16];
   size_t csi_count;
-  bool csi_ignore;    /* sub-parameters, intermediates, overflow */
+  bool csi_ignore; /* sub-parameters, intermediates, overflow */
   /* Modes left set, for term_filter_resets. */
   unsigned modes;
   unsigned kitty_pushes;

@@ -156,8 +156,8 @@ size_t relay_peak_queued(const relay_t* relay);
  * builds its own). */
 typedef enum relay_transform {
   RELAY_AS_IS = 0,
-  RELAY_INERT,  /* control characters visible and inert (invariant 21) */
-  RELAY_FILTER  /* through a term_filter (a terminal session) */
+  RELAY_INERT, /* control characters visible and inert (invariant 21) */
+  RELAY_FILTER /* through a term_filter (a terminal session) */
 } relay_transform_t;
 typedef enum relay_end_action {
   RELAY_END_KEEP = 0, /* the source's end changes nothing else */
@@ -169,7 +169,7 @@ typedef struct relay_direction_options {
   relay_transform_t transform;
   struct term_filter* filter; /* RELAY_FILTER; borrowed */
   relay_end_action_t at_end;
-  bool start_held; /* not read until relay_hold(..., false) */
+  bool start_held;            /* not read until relay_hold(..., false) */
   void (*on_end)(void* data); /* the direction reached its end */
   void* on_end_data;
   void (*on_filtered)(void* data); /* RELAY_FILTER: after each feed */

@@ -244,7 +244,7 @@ class Session(WardenCase):
         script = (
             "import os, select, signal, sys\n"
             "def show(*_):\n"
-            "    r, c = os.get_terminal_size(0)\n"
+            "    c, r = os.get_terminal_size(0)\n"
             "    os.write(1, b'size=%dx%d\\n' % (r, c))\n"
             "signal.signal(signal.SIGWINCH, show)\n"
             "show()\n"
@@ -258,7 +258,7 @@ class Session(WardenCase):
         mark = len(t.seen)
         set_size(t.slave, 50, 132)  # the kernel's SIGWINCH goes to the warden
         t.expect(rb"size=50x132", mark)
-        t.send(b"q")
+        t.send(b"q\r")  # the payload's terminal is in canonical mode
         self.assertEqual(t.wait(), 0, t.seen)
 
     CLIPBOARD = (

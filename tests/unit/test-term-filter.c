@@ -81,21 +81,37 @@ static void test_passes_everything_but_the_clipboard(void** state) {
   static const char tui[] =
       "plain text\r\n\x1b[1;31mred\x1b[0m \x1b[2J\x1b[H\x1b]0;title\x07"
       "\x1b]8;;https://example.org\x1b\\link\x1b]8;;\x1b\\"
-      "\x1bP1$r0m\x1b\\\x1b(B\x1b" "7\x1b" "8 \xc2\xa9 \xe2\x80\x9d \xf0\x9f\x92\x9d"
+      "\x1bP1$r0m\x1b\\\x1b(B\x1b"
+      "7\x1b"
+      "8 \xc2\xa9 \xe2\x80\x9d \xf0\x9f\x92\x9d"
       "\x1b[?1049h\x1b[?1049l\t\x08\x07";
   expect(S(tui), S(tui));
 }
 
 static void test_drops_clipboard_access(void** state) {
   (void)state;
-  expect(S("A\x1b]52;c;SGVsbG8=\x07" "B"), S("AB"));
-  expect(S("A\x1b]52;c;?\x1b\\B"), S("AB"));                /* a read */
-  expect(S("A\x1b]052;c;SGk=\x07" "B"), S("AB"));           /* leading 0 */
-  expect(S("A\x1b]52\x07" "B"), S("AB"));                   /* no params */
-  expect(S("A\xc2\x9d" "52;p;SGk=\xc2\x9c" "B"), S("AB"));  /* UTF-8 C1 */
-  expect(S("A\x9d" "52;p;SGk=\x9c" "B"), S("AB"));          /* 8-bit C1 */
+  expect(S("A\x1b]52;c;SGVsbG8=\x07"
+           "B"),
+         S("AB"));
+  expect(S("A\x1b]52;c;?\x1b\\B"), S("AB")); /* a read */
+  expect(S("A\x1b]052;c;SGk=\x07"
+           "B"),
+         S("AB")); /* leading 0 */
+  expect(S("A\x1b]52\x07"
+           "B"),
+         S("AB")); /* no params */
+  expect(S("A\xc2\x9d"
+           "52;p;SGk=\xc2\x9c"
+           "B"),
+         S("AB")); /* UTF-8 C1 */
+  expect(S("A\x9d"
+           "52;p;SGk=\x9c"
+           "B"),
+         S("AB")); /* 8-bit C1 */
   /* Cancelled: CAN ends it, and is dropped with it. */
-  expect(S("A\x1b]52;c;SGk=\x18" "B"), S("AB"));
+  expect(S("A\x1b]52;c;SGk=\x18"
+           "B"),
+         S("AB"));
   /* An ESC ends it and starts the next escape, which passes. */
   expect(S("A\x1b]52;c;SGk=\x1b[1mB"), S("A\x1b[1mB"));
   /* Inside another string: tmux's and screen's passthrough. */
@@ -109,7 +125,9 @@ static void test_drops_clipboard_access(void** state) {
   filtered(S(screen), false, &out);
   assert_null(memmem(out.data, out.len, "52;", 3));
   /* Behind a C1 CSI or within a DCS as UTF-8 C1. */
-  static const char c1[] = "\x1b[\xc2\x9d" "52;c;SGk=\x07\x1bP\xc2\x9d" "52;c;x\x07";
+  static const char c1[] = "\x1b[\xc2\x9d"
+                           "52;c;SGk=\x07\x1bP\xc2\x9d"
+                           "52;c;x\x07";
   filtered(S(c1), false, &out);
   assert_null(memmem(out.data, out.len, "52;", 3));
   same_whatever_the_reads(S(c1), false);
@@ -119,7 +137,8 @@ static void test_drops_clipboard_access(void** state) {
 
 static void test_clipboard_allowed(void** state) {
   (void)state;
-  static const char in[] = "A\x1b]52;c;SGVsbG8=\x07" "B";
+  static const char in[] = "A\x1b]52;c;SGVsbG8=\x07"
+                           "B";
   text_t out;
   filtered(S(in), true, &out);
   assert_int_equal(out.len, sizeof in - 1);
@@ -143,11 +162,11 @@ static void test_modes_left_set_are_undone(void** state) {
   resets_of(S("\x1b[?1049h\x1b[?25l\x1b[?1000;1006h\x1b[?2004h\x1b[?1004h"
               "\x1b[?1h\x1b=\x1b[>1u\x1b[>4;2m\x1b[31m"),
             r);
-  for (const char* want[] = {"\x1b[?1049l", "\x1b[?25h", "\x1b[?1000l",
-                             "\x1b[?1006l", "\x1b[?2004l", "\x1b[?1004l",
-                             "\x1b[?1l", "\x1b>", "\x1b[<1u", "\x1b[>4;0m",
-                             "\x1b[0m", NULL},
-                  **w = want;
+  for (const char *
+           want[] = {"\x1b[?1049l", "\x1b[?25h", "\x1b[?1000l", "\x1b[?1006l",
+                     "\x1b[?2004l", "\x1b[?1004l", "\x1b[?1l", "\x1b>",
+                     "\x1b[<1u", "\x1b[>4;0m", "\x1b[0m", NULL},
+          **w = want;
        *w != NULL; w++)
     if (strstr(r, *w) == NULL)
       fail_msg("a reset is missing");
@@ -160,7 +179,10 @@ static void test_modes_left_set_are_undone(void** state) {
                              r),
                    0);
   /* RIS resets the terminal, and with it every mode. */
-  assert_int_equal(resets_of(S("\x1b[?1049h\x1b" "c"), r), 0);
+  assert_int_equal(resets_of(S("\x1b[?1049h\x1b"
+                               "c"),
+                             r),
+                   0);
   /* An unfinished sequence is cancelled first (it would swallow what
    * follows). */
   assert_true(resets_of(S("\x1b]0;half a title"), r) >= 1);
@@ -174,9 +196,9 @@ static void test_modes_left_set_are_undone(void** state) {
 static void test_random_input(void** state) {
   (void)state;
   uint32_t seed = 12345;
-  static const unsigned char alphabet[] = {0x1b, ']', '[', '5', '2', ';',
+  static const unsigned char alphabet[] = {0x1b, ']',  '[',  '5',  '2',  ';',
                                            0x07, '\\', 0xc2, 0x9d, 0x9c, 'P',
-                                           0x18, 'a', '?', 'h', 0xe2, 0x80};
+                                           0x18, 'a',  '?',  'h',  0xe2, 0x80};
   for (int round = 0; round < 300; round++) {
     char in[512];
     size_t n = 1 + round % 500;
