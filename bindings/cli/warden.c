@@ -437,9 +437,23 @@ static void on_exit_status(maelys_execution_t* e,
   check_done(st);
 }
 
+/* The terminal type a terminal session gives the payload: the caller's
+ * TERM when it is a plain name (it reaches a terminfo lookup inside), else
+ * "dumb", which every program understands. */
+static const char* session_term(void) {
+  const char* t = getenv("TERM");
+  size_t n = t != NULL ? strlen(t) : 0;
+  if (n == 0 || n > 64 ||
+      strspn(t, "abcdefghijklmnopqrstuvwxyz"
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.+-_") != n)
+    return "dumb";
+  return t;
+}
+
 static int base_env(maelys_execution_request_t* req, const invocation_t* inv,
                     const warden_policy_t* policy, const say_t* say,
-                    char* path_out, size_t path_size, cli_error_t* err) {
+                    bool terminal, char* path_out, size_t path_size,
+                    cli_error_t* err) {
   char* error = NULL;
   maelys_execution_request_set_environment_mode(req, MAELYS_EXEC_ENV_EXPLICIT,
                                                 NULL);
@@ -491,12 +505,14 @@ static int base_env(maelys_execution_request_t* req, const invocation_t* inv,
     return -1;
   /* The profile's base only adds what the caller did not give: it never
    * replaces an entry (invariant 4). */
-  static const char* const base[][2] = {
-      {"PATH", "/usr/local/bin:/usr/bin:/bin"},
-      {"HOME", WARDEN_HOME},
-      {"TMPDIR", "/tmp"},
-      {"LANG", "C.UTF-8"}};
-  for (size_t b = 0; b < 4; b++) {
+  /* A terminal session also says what the terminal is, as ssh and sudo
+   * do: a full-screen program needs TERM. */
+  const char* const base[][2] = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
+                                 {"HOME", WARDEN_HOME},
+                                 {"TMPDIR", "/tmp"},
+                                 {"LANG", "C.UTF-8"},
+                                 {"TERM", session_term()}};
+  for (size_t b = 0; b < (terminal ? 5u : 4u); b++) {
     bool given = false;
     for (size_t i = 0; i < n; i++)
       given = given || strcmp(names[i], base[b][0]) == 0;
@@ -690,7 +706,8 @@ static int launch_prepare(const invocation_t* inv, uv_loop_t* loop,
       plan_for(inv, l->ex, &l->policy, &l->plan, l->receipts, err) != 0)
     return -1;
   if (maelys_execution_request_create(&l->req, NULL) != MAELYS_EXECUTOR_OK ||
-      base_env(l->req, inv, &l->policy, say, path, sizeof path, err) != 0)
+      base_env(l->req, inv, &l->policy, say, l->io.io == RUN_IO_SESSION, path,
+               sizeof path, err) != 0)
     return -1;
   static const char* const stand_in[] = {"/bin/true", NULL};
   const char* const* argv = (const char* const*)inv->operands;

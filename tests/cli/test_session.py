@@ -195,6 +195,47 @@ class Session(WardenCase):
         self.assertEqual(t.wait(), 0, t.seen)
         self.assertEqual(termios.tcgetattr(t.slave), t.before)
 
+    def test_ctrl_c_interrupts_the_payload(self):
+        """^C typed on the operator's terminal is a byte for the payload's
+        terminal, whose line discipline interrupts its foreground job: the
+        payload dies of SIGINT and the warden reports it as such (it is not
+        the warden's own SIGINT, which would stop it with SIGTERM)."""
+        t = self.terminal(*self.run_args("--", "sleep", "3019"))
+        self.wait_for_process("sleep 3019", states="S")
+        t.send(b"\x03")
+        self.assertEqual(t.wait(), 128 + signal.SIGINT, t.seen)
+        self.assertEqual(self.payload_pids("sleep 3019"), [])
+        self.assertEqual(termios.tcgetattr(t.slave), t.before)
+
+    def test_terminal_type_is_passed(self):
+        t = self.terminal(*self.run_args("--", "sh", "-c", "echo term=$TERM"),
+                          env=self.env(TERM="xterm-256color"))
+        self.assertEqual(t.wait(), 0, t.seen)
+        self.assertIn(b"term=xterm-256color", t.seen)
+        # One the caller cannot describe plainly becomes dumb.
+        t = self.terminal(*self.run_args("--", "sh", "-c", "echo term=$TERM"),
+                          env=self.env(TERM="../../x"))
+        self.assertEqual(t.wait(), 0, t.seen)
+        self.assertIn(b"term=dumb", t.seen)
+
+    def test_fullscreen_program(self):
+        """less, a real full-screen program: it takes the alternate screen,
+        pages on a key, quits on q, and the terminal is as it was."""
+        with open(os.path.join(self.ws, "pages.txt"), "w") as f:
+            for i in range(500):
+                f.write("line %04d\n" % i)
+        t = self.terminal(*self.run_args("--", "less", "pages.txt"),
+                          rows=20, cols=70, env=self.env(TERM="xterm"))
+        t.expect(rb"\x1b\[\?1049h")
+        t.expect(rb"line 0018")
+        mark = len(t.seen)
+        t.send(b" ")  # the next page
+        t.expect(rb"line 0037", mark)
+        t.send(b"q")
+        self.assertEqual(t.wait(), 0, t.seen)
+        self.assertIn(b"\x1b[?1049l", t.seen[mark:])
+        self.assertEqual(termios.tcgetattr(t.slave), t.before)
+
     TUI = (
         "import os, sys, time, tty\n"
         "sys.stdout.write('\\x1b[?1049h\\x1b[?25l\\x1b[?1000h\\x1b[?1006h'\n"
