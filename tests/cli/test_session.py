@@ -110,17 +110,20 @@ class Session(WardenCase):
         self.addCleanup(t.close)
         return t
 
-    def payload_pids(self, prefix):
+    def payload_pids(self, prefix, marker=None):
         """Host pids of the sandboxed processes whose command line starts
         with `prefix` (the payload, not the warden, bwrap or the helper,
-        whose command lines only contain it)."""
-        return [pid for pid, state, ppid, cmd in self.marked(prefix)
+        whose command lines only contain it) and holds `marker` (unique to
+        this test: other programs on the machine may run the same
+        commands)."""
+        return [pid for pid, state, ppid, cmd in self.marked(marker or prefix)
                 if cmd.startswith(prefix)]
 
-    def wait_for_process(self, prefix, states="SR", timeout=EXPECT_S):
+    def wait_for_process(self, prefix, states="SR", timeout=EXPECT_S,
+                         marker=None):
         deadline = time.time() + timeout
         while time.time() < deadline:
-            for pid, state, ppid, cmd in self.marked(prefix):
+            for pid, state, ppid, cmd in self.marked(marker or prefix):
                 if cmd.startswith(prefix) and state in states:
                     return pid
             time.sleep(0.02)
@@ -168,29 +171,30 @@ class Session(WardenCase):
                              % (pid, fd))
 
     def test_job_control_in_bash(self):
+        sleep = ("sleep %d" % (3000000 + os.getpid())).encode()
         t = self.terminal(*self.run_args(
             "--env", "PS1=[sandbox]$ ", "--", "bash", "--norc",
             "--noprofile", "-i"))
         t.expect(rb"\[sandbox\]\$ ")
         mark = len(t.seen)
-        t.send(b"sleep 3017\r")
-        pid = self.wait_for_process("sleep 3017")
+        t.send(sleep + b"\r")
+        pid = self.wait_for_process(sleep.decode())
         t.send(b"\x1a")  # Ctrl-Z: a byte for the sandbox's terminal
         t.expect(rb"Stopped", mark)
-        self.wait_for_process("sleep 3017", states="T")
+        self.wait_for_process(sleep.decode(), states="T")
         mark = len(t.seen)
         t.send(b"jobs\r")
-        t.expect(rb"Stopped\s+sleep 3017", mark)
+        t.expect(rb"Stopped\s+" + sleep, mark)
         mark = len(t.seen)
         t.send(b"fg\r")
-        t.expect(rb"sleep 3017", mark + 4)
-        self.assertEqual(self.wait_for_process("sleep 3017", states="SR"),
+        t.expect(sleep, mark + 4)
+        self.assertEqual(self.wait_for_process(sleep.decode(), states="SR"),
                          pid)
         t.send(b"\x03")  # Ctrl-C: SIGINT to the foreground job only
         mark = len(t.seen)
         t.send(b"echo status=$?\r")
         t.expect(rb"status=130", mark)
-        self.assertEqual(self.payload_pids("sleep 3017"), [])
+        self.assertEqual(self.payload_pids(sleep.decode()), [])
         t.send(b"exit\r")
         self.assertEqual(t.wait(), 0, t.seen)
         self.assertEqual(termios.tcgetattr(t.slave), t.before)
@@ -200,11 +204,12 @@ class Session(WardenCase):
         terminal, whose line discipline interrupts its foreground job: the
         payload dies of SIGINT and the warden reports it as such (it is not
         the warden's own SIGINT, which would stop it with SIGTERM)."""
-        t = self.terminal(*self.run_args("--", "sleep", "3019"))
-        self.wait_for_process("sleep 3019", states="S")
+        n = str(4000000 + os.getpid())
+        t = self.terminal(*self.run_args("--", "sleep", n))
+        self.wait_for_process("sleep " + n, states="S")
         t.send(b"\x03")
         self.assertEqual(t.wait(), 128 + signal.SIGINT, t.seen)
-        self.assertEqual(self.payload_pids("sleep 3019"), [])
+        self.assertEqual(self.payload_pids("sleep " + n), [])
         self.assertEqual(termios.tcgetattr(t.slave), t.before)
 
     def test_terminal_type_is_passed(self):
@@ -265,7 +270,7 @@ class Session(WardenCase):
         marker = "tui-%d" % os.getpid()
         t = self.tui_session(marker)
         mark = len(t.seen)
-        pid = self.wait_for_process("python3 -c")
+        pid = self.wait_for_process("python3 -c", marker=marker)
         os.kill(pid, signal.SIGKILL)
         self.assertEqual(t.wait(), 128 + signal.SIGKILL, t.seen)
         self.assert_restored(t, mark)
@@ -280,6 +285,50 @@ class Session(WardenCase):
                 # The payload ignores nothing: the graceful signal ends it.
                 self.assertEqual(t.wait(), 128 + signal.SIGTERM, t.seen)
                 self.assert_restored(t, mark)
+
+    def test_fatal_signal_of_the_warden_restores_the_terminal(self):
+        """A signal that kills maelys-warden itself (SIGQUIT here; SIGSEGV,
+        SIGABRT... the same way) still leaves the operator's terminal as it
+        was, and the sandbox dies with it (invariant 22)."""
+        marker = "tui-quit-%d" % os.getpid()
+        t = self.tui_session(marker)
+        mark = len(t.seen)
+        t.proc.send_signal(signal.SIGQUIT)
+        self.assertEqual(t.wait(), -signal.SIGQUIT, t.seen)
+        self.assert_restored(t, mark)
+        deadline = time.time() + EXPECT_S
+        while (self.payload_pids("python3 -c", marker) and
+               time.time() < deadline):
+            time.sleep(0.05)
+        self.assertEqual(self.payload_pids("python3 -c", marker), [])
+
+    def test_stop_request_gives_the_terminal_back(self):
+        """kill -TSTP (Ctrl-Z itself is the payload's): the warden gives the
+        terminal back in its own mode and stops; SIGCONT in the foreground
+        takes raw mode again and the session goes on."""
+        t = self.terminal(*self.run_args("--", "cat"))
+        # Raw mode once the payload's terminal arrived.
+        deadline = time.time() + EXPECT_S
+        while (termios.tcgetattr(t.slave)[3] & termios.ICANON and
+               time.time() < deadline):
+            time.sleep(0.02)
+        self.assertEqual(termios.tcgetattr(t.slave)[3] & termios.ICANON, 0)
+        t.proc.send_signal(signal.SIGTSTP)
+        deadline = time.time() + EXPECT_S
+        while time.time() < deadline:
+            with open("/proc/%d/stat" % t.proc.pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                    break
+            time.sleep(0.02)
+        self.assertEqual(termios.tcgetattr(t.slave), t.before)
+        t.proc.send_signal(signal.SIGCONT)
+        mark = len(t.seen)
+        t.send(b"again\r")
+        t.expect(rb"again", mark)
+        self.assertEqual(termios.tcgetattr(t.slave)[3] & termios.ICANON, 0)
+        t.send(b"\x04")  # end of file on the payload's terminal
+        self.assertEqual(t.wait(), 0, t.seen)
+        self.assertEqual(termios.tcgetattr(t.slave), t.before)
 
     def test_resize_reaches_the_payload(self):
         script = (
