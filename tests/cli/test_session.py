@@ -302,17 +302,20 @@ class Session(WardenCase):
             time.sleep(0.05)
         self.assertEqual(self.payload_pids("python3 -c", marker), [])
 
+    def wait_for_raw(self, t):
+        deadline = time.time() + EXPECT_S
+        while (termios.tcgetattr(t.slave)[3] & termios.ICANON and
+               time.time() < deadline):
+            t.pump(0.02)
+        self.assertEqual(termios.tcgetattr(t.slave)[3] & termios.ICANON, 0)
+
     def test_stop_request_gives_the_terminal_back(self):
         """kill -TSTP (Ctrl-Z itself is the payload's): the warden gives the
         terminal back in its own mode and stops; SIGCONT in the foreground
         takes raw mode again and the session goes on."""
         t = self.terminal(*self.run_args("--", "cat"))
         # Raw mode once the payload's terminal arrived.
-        deadline = time.time() + EXPECT_S
-        while (termios.tcgetattr(t.slave)[3] & termios.ICANON and
-               time.time() < deadline):
-            time.sleep(0.02)
-        self.assertEqual(termios.tcgetattr(t.slave)[3] & termios.ICANON, 0)
+        self.wait_for_raw(t)
         t.proc.send_signal(signal.SIGTSTP)
         deadline = time.time() + EXPECT_S
         while time.time() < deadline:
@@ -322,10 +325,12 @@ class Session(WardenCase):
             time.sleep(0.02)
         self.assertEqual(termios.tcgetattr(t.slave), t.before)
         t.proc.send_signal(signal.SIGCONT)
+        self.wait_for_raw(t)
         mark = len(t.seen)
         t.send(b"again\r")
-        t.expect(rb"again", mark)
-        self.assertEqual(termios.tcgetattr(t.slave)[3] & termios.ICANON, 0)
+        # Echoed by the payload's terminal, then written back by cat (the
+        # operator's terminal, raw, echoes nothing).
+        t.expect(rb"again\r\nagain\r\n", mark)
         t.send(b"\x04")  # end of file on the payload's terminal
         self.assertEqual(t.wait(), 0, t.seen)
         self.assertEqual(termios.tcgetattr(t.slave), t.before)
