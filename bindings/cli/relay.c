@@ -348,11 +348,16 @@ static void deliver(direction_t* d, char* data, size_t len, chunk_t* c) {
     for (size_t off = 0; off < len; off += 4096) {
       size_t n = len - off < 4096 ? len - off : 4096;
       size_t m = term_filter_feed(d->options.filter, copy + off, n, out);
+      /* What undoes the modes is brought up to date before the bytes that
+       * set them are written: a fatal signal in between then undoes a mode
+       * the terminal has not seen yet (harmless), never misses one it has
+       * (seen under load: a SIGQUIT right after the output left nothing to
+       * write). */
+      if (d->options.on_filtered != NULL)
+        d->options.on_filtered(d->options.on_filtered_data);
       if (m > 0)
         deliver_bytes(d, out, m, NULL);
     }
-    if (d->options.on_filtered != NULL)
-      d->options.on_filtered(d->options.on_filtered_data);
   }
   free(copy);
 }

@@ -178,7 +178,8 @@ static void resize(session_t* s) {
 }
 
 /* The resets a fatal signal would write, brought up to date. */
-static void on_filtered(session_t* s) {
+static void on_filtered(void* data) {
+  session_t* s = data;
   int next = 1 - g.current;
   g.resets_len[next] =
       (sig_atomic_t)term_filter_resets(&s->filter, g.resets[next]);
@@ -274,7 +275,7 @@ static void on_terminal(maelys_execution_t* e, maelys_executor_result_t r,
       .at_end = RELAY_END_KEEP,
       .on_end = on_output_end,
       .on_end_data = s,
-      .on_filtered = (void (*)(void*))on_filtered,
+      .on_filtered = on_filtered,
       .on_filtered_data = s,
   };
   s->out_dir = relay_direction(s->relay, s->term_end, s->out_end, &out);

@@ -172,7 +172,8 @@ typedef struct relay_direction_options {
   bool start_held;            /* not read until relay_hold(..., false) */
   void (*on_end)(void* data); /* the direction reached its end */
   void* on_end_data;
-  void (*on_filtered)(void* data); /* RELAY_FILTER: after each feed */
+  /* RELAY_FILTER: after each feed, before what it gave out is written */
+  void (*on_filtered)(void* data);
   void* on_filtered_data;
 } relay_direction_options_t;
 relay_t* relay_new(uv_loop_t* loop);
