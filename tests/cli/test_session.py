@@ -436,7 +436,19 @@ class Session(WardenCase):
         e = self.failure(p, "POLICY_FAILED")
         self.assertIn("pseudo-terminal", e["message"])
         self.assertIn("/dev", e["message"])
+        self.assertIn("--no-tty", e["hint"])
         self.assertFalse(os.path.exists(marker))
+        # plan, run's dry run, refuses it the same way; without the session
+        # the plan runs.
+        p = self.warden("plan", "--plan", path, "--tty", "--",
+                        "/usr/bin/touch", marker,
+                        env=self.env(MAELYS_CLI_FORMAT="json"))
+        self.assertEqual(self.failure(p, "POLICY_FAILED")["message"],
+                         e["message"])
+        p = self.warden("run", "--plan", path, "--no-tty", "--",
+                        "/usr/bin/touch", marker, input=b"")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(os.path.exists(marker))
 
     # ------------------------------------------------------ plain pipes
 
