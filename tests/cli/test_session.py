@@ -405,6 +405,41 @@ class Session(WardenCase):
         self.assertIn(b"leader-got=typed", t.seen)
         self.assertEqual(termios.tcgetattr(t.slave), t.before)
 
+    def test_background_warden_brought_to_the_foreground(self):
+        """Started in the background, then made the foreground job (as a
+        shell's fg does: the terminal's foreground group, then SIGCONT): the
+        warden takes raw mode and relays what is typed from then on."""
+        marker = "fg-%d" % os.getpid()
+        leader = (
+            "import os, signal, sys\n"
+            "signal.signal(signal.SIGTTOU, signal.SIG_IGN)\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    os.setpgid(0, 0)\n"
+            "    os.execv(sys.argv[1], sys.argv[1:])\n"
+            "try: os.setpgid(pid, pid)\n"
+            "except OSError: pass\n"
+            "sys.stdin.readline()  # the test says when\n"
+            "os.tcsetpgrp(0, pid)\n"
+            "os.killpg(pid, signal.SIGCONT)\n"
+            "_, status = os.waitpid(pid, 0)\n"
+            "os.tcsetpgrp(0, os.getpgrp())\n"
+            "os._exit(os.waitstatus_to_exitcode(status))\n")
+        payload = ("import sys\n"
+                   "print('got=' + sys.stdin.readline().strip())\n#" + marker)
+        t = self.terminal(sys.executable, "-c", leader,
+                          *self.run_args("--", "python3", "-c", payload))
+        self.wait_for_process("python3 -c", states="S", marker=marker)
+        # Still in the background: the terminal is in its own mode.
+        self.assertEqual(termios.tcgetattr(t.slave), t.before)
+        t.send(b"go\n")
+        self.wait_for_raw(t)
+        mark = len(t.seen)
+        t.send(b"typed\r")
+        t.expect(rb"got=typed", mark)
+        self.assertEqual(t.wait(), 0, t.seen)
+        self.assertEqual(termios.tcgetattr(t.slave), t.before)
+
     def test_tty_forced_over_pipes(self):
         """--tty makes the session without a terminal on either end: the
         payload still has a terminal of its own, and the end of the input
