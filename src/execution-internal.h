@@ -4,9 +4,10 @@
  * execution-check.c: spawn's checks and its dry run; execution-spawn.c;
  * execution-status.c: the status channel;
  * execution-stop.c: the stop forms and their escalation; execution-reap.c:
- * the exit watch, finishing, receipts and background reapers).
+ * the exit watch, finishing, receipts and background reapers;
+ * execution-terminal.c: the payload's pseudo-terminal).
  *
- * An execution's life is three small state machines.
+ * An execution's life is four small state machines.
  *
  * phase -- the launched image and what follows it:
  *
@@ -38,6 +39,14 @@
  *   IDLE ──graceful then forced──> GRACEFUL ──grace──> FORCED
  *   IDLE ──forced──> FORCED ──force budget──> CONTAINMENT (reported, never
  *   waited for); a stronger form asked for later moves forward, never back.
+ *
+ * terminal -- the payload's pseudo-terminal (MAELYS_EXEC_IO_TTY):
+ *
+ *   NONE: another io mode, no terminal.
+ *   AWAITED ──the sandbox sent the master over the rendezvous (checked), or a
+ *   message without one, end of file, a failed socket, or finish()──>
+ *   SETTLED: the TERMINAL stream is present or never will be; terminal
+ *   waiters are delivered from then on (before stops and waits).
  */
 #ifndef MAELYS_EXECUTION_INTERNAL_H
 #define MAELYS_EXECUTION_INTERNAL_H
@@ -58,6 +67,12 @@ typedef struct waiter {
   struct waiter* next;
 } waiter_t;
 
+typedef struct terminal_waiter {
+  maelys_execution_terminal_cb cb;
+  void* data;
+  struct terminal_waiter* next;
+} terminal_waiter_t;
+
 typedef struct stopper {
   maelys_execution_stop_cb cb;
   void* data;
@@ -65,6 +80,10 @@ typedef struct stopper {
   maelys_execution_stop_result_t result;
   struct stopper* next;
 } stopper_t;
+
+/* stdin, stdout, stderr, the protocol and the terminal
+ * (maelys_exec_stream_t). */
+#define MAELYS__EXEC_STREAMS 5
 
 typedef struct stream {
   struct maelys_execution* owner;
@@ -99,6 +118,12 @@ typedef enum stop_phase {
   STOP_CONTAINMENT
 } stop_phase_t;
 
+typedef enum terminal_phase {
+  TERMINAL_NONE,
+  TERMINAL_AWAITED,
+  TERMINAL_SETTLED
+} terminal_phase_t;
+
 /* The first terminal line of the status channel (invariant 19: only that
  * one counts). */
 typedef enum exec_report {
@@ -122,6 +147,7 @@ struct maelys_execution {
   exec_phase_t phase;
   exec_owner_t owner;
   stop_phase_t stop;
+  terminal_phase_t terminal;
 
   maelys__proc_t proc;
   /* The host's end of the lifeline (see MAELYS_BACKEND_FD_LIFELINE), kept
@@ -149,10 +175,20 @@ struct maelys_execution {
   int exit_code, term_signal;            /* REPORT_EXIT */
   maelys_backend_event_t* launch_failed; /* REPORT_LAUNCH_FAILED */
 
-  stream_t streams[4];
+  stream_t streams[MAELYS__EXEC_STREAMS];
   /* The host's terminals a confined payload writes to, through relays
    * (invariant 21): [0] its stdout, [1] its stderr. */
   maelys__tty_relay_t* terminals[2];
+
+  /* The core's end of the terminal rendezvous (-1 in another io mode;
+   * only read while AWAITED), the size to set once the master comes, and
+   * who waits for it. */
+  int rendezvous_fd;
+  bool resize_pending;
+  unsigned resize_rows, resize_columns;
+  terminal_waiter_t* terminal_waiters;
+  uv_poll_t terminal_poll;
+  bool terminal_poll_init;
 
   maelys_execution_status_t status; /* final from PHASE_WRITING on */
   char status_step[32];
@@ -214,11 +250,15 @@ void maelys__exec_arm_dispatch(maelys_execution_t* e);
 
 /* execution-stop.c */
 bool maelys__exec_wrapped(const maelys_execution_t* e);
+void maelys__exec_send_forced(maelys_execution_t* e);
 void maelys__exec_signal_tree(maelys_execution_t* e);
 void maelys__exec_complete_stoppers(maelys_execution_t* e,
                                     maelys_execution_stop_result_t result);
 
 /* execution-status.c */
+/* Keeps a diagnostic line for the status message of a failed launch. */
+void maelys__exec_append_diag(maelys_execution_t* e, const char* text,
+                              size_t len);
 bool maelys__exec_read_status(maelys_execution_t* e);
 bool maelys__exec_drained(const maelys_execution_t* e);
 void maelys__exec_on_status(uv_poll_t* poll, int status, int events);
@@ -237,6 +277,13 @@ maelys_executor_result_t maelys__exec_preflight(
     const maelys_execution_request_t* request, bool dry_run,
     int* out_receipt_dirfd, const maelys__backend_entry_t** out_backend,
     char** out_error);
+
+/* execution-terminal.c */
+/* Takes the master if the sandbox sent it; settles the terminal. */
+void maelys__exec_receive_terminal(maelys_execution_t* e);
+/* The master arrived, or never will: stop watching the rendezvous. */
+void maelys__exec_settle_terminal(maelys_execution_t* e);
+void maelys__exec_on_terminal(uv_poll_t* poll, int status, int events);
 
 /* execution-reap.c */
 void maelys__exec_finish(maelys_execution_t* e);

@@ -213,6 +213,10 @@ static void render_receipt(maelys_execution_t* e) {
 void maelys__exec_finish(maelys_execution_t* e) {
   if (maelys__exec_finished(e))
     return;
+  /* A master sent before the payload ended is offered even when the exit
+   * was seen first on the loop. */
+  maelys__exec_receive_terminal(e);
+  maelys__exec_settle_terminal(e);
   e->phase = PHASE_DONE;
   uv_timer_stop(&e->stop_timer);
   uv_timer_stop(&e->drain_timer);

@@ -24,6 +24,7 @@
 #include <sodium.h>
 
 #include "execution-internal.h"
+#include "terminal.h"
 
 /* ---------------------------------------------------------------- spawn */
 
@@ -50,6 +51,7 @@ typedef struct layout {
   int close_after[16]; /* child ends, closed after spawn */
   size_t close_count;
   int null_fd;
+  int terminal_child; /* MAELYS_BACKEND_FD_TERMINAL, in close_after */
 } layout_t;
 
 static int add_payload_fd(layout_t* l, int child_fd, int source) {
@@ -119,6 +121,32 @@ static int output_source(maelys_execution_t* e,
   return child;
 }
 
+/* MAELYS_EXEC_IO_TTY: the sandbox replaces 0, 1 and 2 with the slave of the
+ * terminal it makes, so the layout holds /dev/null there until then; the
+ * rendezvous' child end goes to the launch. */
+static maelys_executor_result_t
+build_terminal_layout(maelys_execution_t* e,
+                      const maelys_execution_request_t* r, layout_t* l,
+                      char** out_error) {
+  if (r->stderr_mode != MAELYS_EXEC_STDERR_INHERIT)
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+        "the TTY io mode makes the terminal the payload's stderr too: the "
+        "stderr mode must be MAELYS_EXEC_STDERR_INHERIT");
+  int host = -1, child = -1;
+  int rc = maelys__terminal_rendezvous(&host, &child);
+  if (rc != 0)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                 "creating the terminal rendezvous: %s",
+                                 strerror(-rc));
+  e->rendezvous_fd = host;
+  l->terminal_child = child;
+  l->close_after[l->close_count++] = child;
+  for (int fd = 0; fd < 3; fd++)
+    add_payload_fd(l, fd, l->null_fd);
+  return MAELYS_EXECUTOR_OK;
+}
+
 static maelys_executor_result_t
 build_layout(maelys_execution_t* e, const maelys_execution_request_t* r,
              layout_t* l, bool confined, char** out_error) {
@@ -126,6 +154,19 @@ build_layout(maelys_execution_t* e, const maelys_execution_request_t* r,
   if (l->null_fd < 0)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
                                  "open /dev/null: %s", strerror(errno));
+  if (r->stdin_mode == MAELYS_EXEC_STDIN_NULL &&
+      r->io_mode != MAELYS_EXEC_IO_CAPTURED &&
+      r->io_mode != MAELYS_EXEC_IO_ISOLATED_DUPLEX)
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+        "a /dev/null stdin (MAELYS_EXEC_STDIN_NULL) needs the CAPTURED io "
+        "mode: in this io mode stdin is something else");
+  if (r->io_mode == MAELYS_EXEC_IO_TTY) {
+    maelys_executor_result_t res = build_terminal_layout(e, r, l, out_error);
+    if (res != MAELYS_EXECUTOR_OK)
+      return res;
+    goto channels;
+  }
   int stderr_src;
   switch (r->stderr_mode) {
   case MAELYS_EXEC_STDERR_CAPTURE: {
@@ -150,21 +191,25 @@ build_layout(maelys_execution_t* e, const maelys_execution_request_t* r,
   }
   switch (r->io_mode) {
   case MAELYS_EXEC_IO_CAPTURED: {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) != 0)
+    int in[2] = {-1, -1}, out[2];
+    if (r->stdin_mode == MAELYS_EXEC_STDIN_PIPE && pipe2(in, O_CLOEXEC) != 0)
       goto io_error;
     if (pipe2(out, O_CLOEXEC) != 0) {
-      close(in[0]);
-      close(in[1]);
+      if (in[0] >= 0) {
+        close(in[0]);
+        close(in[1]);
+      }
       goto io_error;
     }
-    e->streams[MAELYS_EXEC_STREAM_STDIN] =
-        (stream_t){.present = true, .fd = in[1]};
+    if (in[0] >= 0) {
+      e->streams[MAELYS_EXEC_STREAM_STDIN] =
+          (stream_t){.present = true, .fd = in[1]};
+      l->close_after[l->close_count++] = in[0];
+    }
     e->streams[MAELYS_EXEC_STREAM_STDOUT] =
         (stream_t){.present = true, .fd = out[0]};
-    l->close_after[l->close_count++] = in[0];
     l->close_after[l->close_count++] = out[1];
-    add_payload_fd(l, 0, in[0]);
+    add_payload_fd(l, 0, in[0] >= 0 ? in[0] : l->null_fd);
     add_payload_fd(l, 1, out[1]);
     add_payload_fd(l, 2, stderr_src);
     break;
@@ -209,7 +254,10 @@ build_layout(maelys_execution_t* e, const maelys_execution_request_t* r,
     add_payload_fd(l, 2, stderr_src);
     break;
   }
+  case MAELYS_EXEC_IO_TTY:
+    break; /* build_terminal_layout */
   }
+channels:
   for (size_t i = 0; i < r->channel_count; i++)
     if (add_payload_fd(l, r->channels[i].child_fd, r->channels[i].host_fd) != 0)
       return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
@@ -280,6 +328,14 @@ static int init_handles(maelys_execution_t* e, uv_loop_t* loop) {
     e->status_poll_init = true;
     e->open_handles++;
   }
+  if (e->rendezvous_fd >= 0) {
+    r = uv_poll_init(loop, &e->terminal_poll, e->rendezvous_fd);
+    if (r != 0)
+      return r;
+    e->terminal_poll.data = e;
+    e->terminal_poll_init = true;
+    e->open_handles++;
+  }
   return 0;
 }
 
@@ -301,6 +357,7 @@ typedef struct spawn {
 static void spawn_init(spawn_t* s) {
   memset(s, 0, sizeof *s);
   s->layout.null_fd = -1;
+  s->layout.terminal_child = -1;
   maelys__executor_launch_init(&s->launch, 0);
   s->status_pipe[0] = s->status_pipe[1] = -1;
   s->lifeline[0] = s->lifeline[1] = -1;
@@ -330,9 +387,11 @@ static void execution_discard(maelys_execution_t* e) {
   for (int i = 0; i < 2; i++)
     if (e->terminals[i] != NULL)
       maelys__tty_relay_close(e->terminals[i], NULL, NULL);
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < MAELYS__EXEC_STREAMS; i++)
     if (e->streams[i].fd >= 0)
       close(e->streams[i].fd);
+  if (e->rendezvous_fd >= 0)
+    close(e->rendezvous_fd);
   free(e->executable);
   maelys__exec_free_vector(e->argv);
   free(e->receipt_dir);
@@ -368,9 +427,12 @@ execution_create(maelys_executor_t* executor,
   e->root.pid = -1;
   e->status_fd = -1;
   e->lifeline_fd = -1;
+  e->rendezvous_fd = -1;
+  e->terminal =
+      request->io_mode == MAELYS_EXEC_IO_TTY ? TERMINAL_AWAITED : TERMINAL_NONE;
   e->cgroup.dir_fd = e->cgroup.parent_fd = -1;
   e->memory_peak = -1;
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < MAELYS__EXEC_STREAMS; i++)
     e->streams[i].fd = -1;
   e->grace_ms = request->grace_ms;
   e->force_ms = request->force_ms;
@@ -424,6 +486,16 @@ spawn_prepare(maelys_execution_t* e, spawn_t* s,
   res = b->vtable->prepare(b->state, b->proved, plan, request, &s->launch,
                            out_error);
   e->launch_flags = s->launch.flags;
+  /* Invariant 21: a terminal session needs a terminal the sandbox makes
+   * itself; a backend that cannot is refused, never given the host's. */
+  if (res == MAELYS_EXECUTOR_OK && e->terminal != TERMINAL_NONE &&
+      !maelys__launch_maps(&s->launch, MAELYS_BACKEND_FD_TERMINAL))
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
+        "backend '%s' cannot give the payload a pseudo-terminal of its own "
+        "(MAELYS_EXEC_IO_TTY), and a terminal of the host's never enters a "
+        "sandbox (invariant 21)",
+        b->vtable->name);
   return res;
 }
 
@@ -447,7 +519,8 @@ spawn_descriptors(maelys_execution_t* e, spawn_t* s, char** out_error) {
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
                                  "out of memory");
   maelys__fd_sources_t sources = {s->layout.fds, s->layout.count,
-                                  s->status_pipe[1], s->lifeline[0]};
+                                  s->status_pipe[1], s->lifeline[0],
+                                  s->layout.terminal_child};
   return maelys__launch_resolve_fds(&s->launch, &sources,
                                     e->backend->vtable->name, s->fds, capacity,
                                     &s->fd_count, out_error);
@@ -564,6 +637,8 @@ static maelys_executor_result_t spawn_watch(maelys_execution_t* e,
     }
   if (e->status_poll_init)
     uv_poll_start(&e->status_poll, UV_READABLE, maelys__exec_on_status);
+  if (e->terminal_poll_init)
+    uv_poll_start(&e->terminal_poll, UV_READABLE, maelys__exec_on_terminal);
   if (e->receipt_chain != NULL)
     maelys__executor_chain_join(executor, e->receipt_chain);
   return MAELYS_EXECUTOR_OK;

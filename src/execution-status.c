@@ -29,7 +29,8 @@
 /* The launcher's own diagnostics kept for a launch failure. */
 #define DIAG_MAX 4096
 
-static void append_diag(maelys_execution_t* e, const char* text, size_t len) {
+void maelys__exec_append_diag(maelys_execution_t* e, const char* text,
+                              size_t len) {
   if (e->diag == NULL && (e->diag = malloc(DIAG_MAX)) == NULL)
     return; /* the status message falls back to the launcher's exit status */
   if (e->diag_len + len + 2 >= DIAG_MAX)
@@ -81,7 +82,7 @@ static void handle_event(maelys_execution_t* e,
       *e->launch_failed = *ev;
       e->report = REPORT_LAUNCH_FAILED;
     } else {
-      append_diag(e, ev->message, strlen(ev->message));
+      maelys__exec_append_diag(e, ev->message, strlen(ev->message));
     }
     break;
   case MAELYS_BACKEND_EVENT_IDENTITY:
@@ -92,7 +93,7 @@ static void handle_event(maelys_execution_t* e,
     }
     break;
   case MAELYS_BACKEND_EVENT_DIAGNOSTIC:
-    append_diag(e, ev->message, strlen(ev->message));
+    maelys__exec_append_diag(e, ev->message, strlen(ev->message));
     break;
   case MAELYS_BACKEND_EVENT_NONE:
     break;

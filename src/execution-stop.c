@@ -58,7 +58,7 @@ static void send_graceful(maelys_execution_t* e) {
   }
 }
 
-static void send_forced(maelys_execution_t* e) {
+void maelys__exec_send_forced(maelys_execution_t* e) {
   e->pending_graceful = false;
   if (e->root.pid > 0)
     e->executor->proc_ops->signal(&e->root, SIGKILL);
@@ -83,7 +83,7 @@ static void on_stop_timer(uv_timer_t* timer) {
     e->stop_result = 0;
   } else if (e->stop == STOP_GRACEFUL) {
     e->stop = STOP_FORCED;
-    send_forced(e);
+    maelys__exec_send_forced(e);
     uv_timer_start(&e->stop_timer, on_stop_timer, e->force_ms, 0);
   } else if (e->stop == STOP_FORCED) {
     /* The tree outlived the force budget: reported, not waited for. */
@@ -147,7 +147,7 @@ maelys_execution_stop(maelys_execution_t* e, maelys_execution_stop_mode_t mode,
     e->stop_result = 0;
     if (mode == MAELYS_EXEC_STOP_FORCED) {
       e->stop = STOP_FORCED;
-      send_forced(e);
+      maelys__exec_send_forced(e);
       uv_timer_start(&e->stop_timer, on_stop_timer, e->force_ms, 0);
     } else {
       e->stop = mode == MAELYS_EXEC_STOP_GRACEFUL ? STOP_GRACEFUL_ONLY
@@ -160,7 +160,7 @@ maelys_execution_stop(maelys_execution_t* e, maelys_execution_stop_mode_t mode,
   case STOP_GRACEFUL:
     if (mode == MAELYS_EXEC_STOP_FORCED) {
       e->stop = STOP_FORCED;
-      send_forced(e);
+      maelys__exec_send_forced(e);
       uv_timer_start(&e->stop_timer, on_stop_timer, e->force_ms, 0);
     } else if (mode == MAELYS_EXEC_STOP_GRACEFUL_THEN_FORCED) {
       e->stop = STOP_GRACEFUL;

@@ -59,15 +59,26 @@ void maelys__exec_release_launch(maelys_execution_t* e) {
   }
 }
 
+static void free_terminal_waiters(maelys_execution_t* e) {
+  while (e->terminal_waiters) {
+    terminal_waiter_t* w = e->terminal_waiters;
+    e->terminal_waiters = w->next;
+    free(w);
+  }
+}
+
 static void execution_free(maelys_execution_t* e) {
   maelys__exec_release_launch(e);
   maelys__proc_close(&e->proc);
   maelys__proc_close(&e->root);
   if (e->status_fd >= 0)
     close(e->status_fd);
-  for (int i = 0; i < 4; i++)
+  if (e->rendezvous_fd >= 0)
+    close(e->rendezvous_fd);
+  for (int i = 0; i < MAELYS__EXEC_STREAMS; i++)
     if (e->streams[i].fd >= 0 && !e->streams[i].opened)
       close(e->streams[i].fd);
+  free_terminal_waiters(e);
   while (e->waiters) {
     waiter_t* w = e->waiters;
     e->waiters = w->next;
@@ -143,11 +154,13 @@ void maelys__exec_begin_close(maelys_execution_t* e) {
       maelys__tty_relay_close(e->terminals[i], on_terminal_closed, e);
       e->terminals[i] = NULL;
     }
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < MAELYS__EXEC_STREAMS; i++)
     close_stream(&e->streams[i]);
   close_handle(e, (uv_handle_t*)&e->proc_poll);
   if (e->status_poll_init)
     close_handle(e, (uv_handle_t*)&e->status_poll);
+  if (e->terminal_poll_init)
+    close_handle(e, (uv_handle_t*)&e->terminal_poll);
   close_handle(e, (uv_handle_t*)&e->stop_timer);
   close_handle(e, (uv_handle_t*)&e->drain_timer);
   close_handle(e, (uv_handle_t*)&e->dispatch_timer);
@@ -166,9 +179,19 @@ void maelys__exec_arm_dispatch(maelys_execution_t* e) {
 
 static void on_dispatch(uv_timer_t* timer) {
   maelys_execution_t* e = timer->data;
-  /* Completed stops first, then waiters: a stop's completion precedes the
+  /* The terminal first (a host starts relaying it before anything ends),
+   * then completed stops, then waiters: a stop's completion precedes the
    * exit it caused. A callback may release the execution; delivery stops
    * there (memory is still valid: it is freed only in close callbacks). */
+  while (e->terminal == TERMINAL_SETTLED && e->terminal_waiters != NULL &&
+         e->owner == OWNER_CALLER) {
+    terminal_waiter_t* w = e->terminal_waiters;
+    e->terminal_waiters = w->next;
+    stream_t* t = &e->streams[MAELYS_EXEC_STREAM_TERMINAL];
+    w->cb(e, t->present ? MAELYS_EXECUTOR_OK : MAELYS_EXECUTOR_ERR_SPAWN,
+          w->data);
+    free(w);
+  }
   for (;;) {
     stopper_t** p = &e->stoppers;
     while (*p != NULL && !(*p)->done)
@@ -223,10 +246,16 @@ static maelys_executor_result_t stream_slot(maelys_execution_t* e,
   if (e == NULL)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                                  "execution is NULL");
-  if ((int)id < 0 || id > MAELYS_EXEC_STREAM_PROTOCOL)
+  if ((int)id < 0 || id > MAELYS_EXEC_STREAM_TERMINAL)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                                  "unknown stream %d", (int)id);
   stream_t* s = &e->streams[id];
+  if (!s->present && id == MAELYS_EXEC_STREAM_TERMINAL &&
+      e->terminal == TERMINAL_AWAITED)
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_STATE,
+        "the payload's terminal has not reached the host yet: take it in "
+        "maelys_execution_wait_terminal's callback");
   if (!s->present)
     return maelys__executor_fail(
         out_error, MAELYS_EXECUTOR_ERR_NOT_FOUND,
@@ -316,6 +345,7 @@ void maelys_execution_release(maelys_execution_t* e) {
     e->stoppers = s->next;
     free(s);
   }
+  free_terminal_waiters(e);
   uv_timer_stop(&e->dispatch_timer);
   if (!running) {
     maelys__exec_begin_close(e);
@@ -325,7 +355,9 @@ void maelys_execution_release(maelys_execution_t* e) {
    * is abandoned; the exit watch stays, unreferenced, to reap it. */
   uv_timer_stop(&e->stop_timer);
   e->pending_graceful = false;
-  for (int i = 0; i < 4; i++) {
+  if (e->terminal_poll_init)
+    uv_unref((uv_handle_t*)&e->terminal_poll);
+  for (int i = 0; i < MAELYS__EXEC_STREAMS; i++) {
     stream_t* s = &e->streams[i];
     if (s->opened)
       close_stream(s);

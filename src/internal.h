@@ -192,6 +192,8 @@ struct maelys_execution_request {
   char* receipt_chain;   /* maelys_execution_request_set_receipt_chain */
   char* receipt_context; /* a JSON object's text */
   bool terminal_raw;     /* relay a terminal's output without making it inert */
+  maelys_exec_stdin_mode_t stdin_mode;
+  unsigned terminal_rows, terminal_columns; /* MAELYS_EXEC_IO_TTY */
 };
 
 /* ------------------------------------------------------------ launch */
@@ -227,13 +229,14 @@ void maelys__executor_launch_dispose(maelys_backend_launch_t* launch);
 struct maelys__proc_fd; /* proc.h */
 
 /* What a launch's descriptor map draws from: the payload layout (child
- * descriptor -> host descriptor) and the core's ends of the status channel
- * and of the lifeline (-1 when absent). */
+ * descriptor -> host descriptor) and the core's ends of the status channel,
+ * of the lifeline and of the terminal rendezvous (-1 when absent). */
 typedef struct maelys__fd_sources {
   const struct maelys__proc_fd* payload;
   size_t payload_count;
   int status_fd;
   int lifeline_fd;
+  int terminal_fd; /* the rendezvous' child end (MAELYS_EXEC_IO_TTY) */
 } maelys__fd_sources_t;
 
 /* Whether the launch maps a child descriptor from `source`. */

@@ -138,6 +138,7 @@ maelys_backend_launch_map_fd(maelys_backend_launch_t* launch, int child_fd,
     break;
   case MAELYS_BACKEND_FD_STATUS:
   case MAELYS_BACKEND_FD_LIFELINE:
+  case MAELYS_BACKEND_FD_TERMINAL:
     break;
   case MAELYS_BACKEND_FD_EXTRA:
     if (value < 0 || (size_t)value >= launch->extra_count)
@@ -284,6 +285,8 @@ static int map_source(const maelys_backend_launch_t* launch,
     return src->status_fd;
   case MAELYS_BACKEND_FD_LIFELINE:
     return src->lifeline_fd;
+  case MAELYS_BACKEND_FD_TERMINAL:
+    return src->terminal_fd;
   case MAELYS_BACKEND_FD_EXTRA:
     return m->value >= 0 && (size_t)m->value < launch->extra_count
                ? launch->extra_fds[m->value]

@@ -444,10 +444,32 @@ static maelys_executor_result_t mount(builder_t* b,
   return MAELYS_EXECUTOR_OK;
 }
 
+/* A terminal session: the sandbox's init makes the payload's terminal from
+ * the devpts instance of the plan's /dev (bwrap's --dev mounts a new one,
+ * with /dev/ptmx pointing into it), so a plan without one cannot have a
+ * terminal, and is refused rather than given any other. */
+static maelys_executor_result_t
+check_terminal(const maelys_executor_plan_t* plan, char** out_error) {
+  for (size_t i = 0; i < maelys_executor_plan_mount_count(plan); i++) {
+    maelys_executor_mount_view_t m;
+    maelys_executor_plan_mount_get(plan, i, &m);
+    if (m.kind == MAELYS_EXECUTOR_MOUNT_DEV &&
+        strcmp(m.destination, "/dev") == 0)
+      return MAELYS_EXECUTOR_OK;
+  }
+  return fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
+              "the plan mounts no /dev (a dev mount at /dev), so the sandbox "
+              "has no devpts instance to make the payload a pseudo-terminal "
+              "of its own from; a terminal of the host's never enters a "
+              "sandbox (invariant 21): add a dev mount at /dev, or run "
+              "without a terminal session");
+}
+
 /* Rejections that do not depend on the filesystem, so that a plan bubblewrap
  * cannot express is refused before anything is opened. */
 static maelys_executor_result_t
-check_expressible(const maelys_executor_plan_t* plan, char** out_error) {
+check_expressible(const maelys_executor_plan_t* plan, bool tty,
+                  char** out_error) {
   maelys_executor_network_t net = maelys_executor_plan_network(plan);
   if (net == MAELYS_EXECUTOR_NETWORK_MEDIATED)
     return fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
@@ -477,7 +499,33 @@ check_expressible(const maelys_executor_plan_t* plan, char** out_error) {
                                                              : "deny",
                   r.path);
   }
-  return MAELYS_EXECUTOR_OK;
+  return tty ? check_terminal(plan, out_error) : MAELYS_EXECUTOR_OK;
+}
+
+/* The init's descriptors: the status channel, the payload's stderr, the
+ * layout's limit and kept descriptors, and in a terminal session the
+ * rendezvous and the terminal's initial size. */
+static void init_descriptor_args(builder_t* b,
+                                 const maelys_execution_request_t* request) {
+  const maelys__bwrap_env_t* env = b->env;
+  cmd(b, "--status-fd");
+  cmdf(b, "%d", env->status_fd);
+  cmd(b, "--stderr-fd");
+  cmdf(b, "%d", env->stderr_fd);
+  cmd(b, "--limit");
+  cmdf(b, "%d", env->payload_fd_limit);
+  for (size_t i = 0; i < env->keep_count; i++) {
+    cmd(b, "--keep-fd");
+    cmdf(b, "%d", env->keep_fds[i]);
+  }
+  if (maelys_execution_request_io_mode(request) == MAELYS_EXEC_IO_TTY) {
+    unsigned rows = 0, columns = 0;
+    maelys_execution_request_terminal_size(request, &rows, &columns);
+    cmd(b, "--terminal-fd");
+    cmdf(b, "%d", env->terminal_fd);
+    cmd(b, "--terminal-size");
+    cmdf(b, "%ux%u", rows, columns);
+  }
 }
 
 static const char* const rlimit_names[] = {"",      "cpu",    "fsize",  "data",
@@ -490,7 +538,9 @@ maelys__bwrap_lower(const maelys_executor_plan_t* plan,
                     const maelys__bwrap_env_t* env,
                     maelys__bwrap_lowered_t* out, char** out_error) {
   memset(out, 0, sizeof *out);
-  maelys_executor_result_t res = check_expressible(plan, out_error);
+  maelys_executor_result_t res = check_expressible(
+      plan, maelys_execution_request_io_mode(request) == MAELYS_EXEC_IO_TTY,
+      out_error);
   if (res != MAELYS_EXECUTOR_OK)
     return res;
   builder_t b = {out, env, out_error, false};
@@ -623,16 +673,7 @@ maelys__bwrap_lower(const maelys_executor_plan_t* plan,
   /* The command: the helper as pid 1, then the payload. */
   cmd(&b, MAELYS__BWRAP_HELPER_DEST);
   cmd(&b, "init");
-  cmd(&b, "--status-fd");
-  cmdf(&b, "%d", env->status_fd);
-  cmd(&b, "--stderr-fd");
-  cmdf(&b, "%d", env->stderr_fd);
-  cmd(&b, "--limit");
-  cmdf(&b, "%d", env->payload_fd_limit);
-  for (size_t i = 0; i < env->keep_count; i++) {
-    cmd(&b, "--keep-fd");
-    cmdf(&b, "%d", env->keep_fds[i]);
-  }
+  init_descriptor_args(&b, request);
   uint64_t tasks = 0;
   if (maelys_executor_plan_limit_get(plan, MAELYS_EXECUTOR_LIMIT_TASKS,
                                      &tasks) == 0) {

@@ -81,6 +81,9 @@ typedef struct maelys__bwrap_env {
   int seccomp_fd;     /* the BPF program */
   int json_status_fd; /* bwrap's --json-status-fd */
   int first_extra_fd; /* the first descriptor the lowering asks for */
+  /* The terminal rendezvous (MAELYS_BACKEND_FD_TERMINAL), used only when
+   * the request's io mode is MAELYS_EXEC_IO_TTY. */
+  int terminal_fd;
 } maelys__bwrap_env_t;
 
 /* A host path the child stages for a privileged host (see backend.h). */

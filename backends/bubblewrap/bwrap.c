@@ -562,8 +562,41 @@ typedef enum launcher_fd {
                            makes here */
   LAUNCHER_LIFELINE,    /* the lifeline: the launcher's alone */
   LAUNCHER_EXEC,        /* bwrap itself, executed by the launcher */
-  LAUNCHER_FIRST_EXTRA  /* the lowering's descriptors, in its order */
+  /* In a terminal session (MAELYS_EXEC_IO_TTY) the terminal rendezvous, then
+   * the lowering's descriptors, in its order; without one they start here. */
+  LAUNCHER_TERMINAL
 } launcher_fd_t;
+
+/* The launcher's descriptor map: the payload layout below `limit` with fd 2
+ * replaced by the status channel, then the launcher's own (launcher_fd_t). */
+static maelys_executor_result_t
+map_launcher_fds(maelys_backend_launch_t* launch, int limit, bool tty,
+                 char** out_error) {
+  maelys_executor_result_t r = MAELYS_EXECUTOR_OK;
+  for (int c = 0; c < limit && r == MAELYS_EXECUTOR_OK; c++) {
+    if (c == 2)
+      r = maelys_backend_launch_map_fd(launch, 2, MAELYS_BACKEND_FD_STATUS, 0,
+                                       out_error);
+    else if (maelys_backend_launch_payload_fd_present(launch, c))
+      r = maelys_backend_launch_map_fd(launch, c, MAELYS_BACKEND_FD_PAYLOAD, c,
+                                       out_error);
+  }
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_backend_launch_map_fd(launch, limit + LAUNCHER_STDERR,
+                                     MAELYS_BACKEND_FD_PAYLOAD, 2, out_error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_backend_launch_map_fd(launch, limit + LAUNCHER_STATUS,
+                                     MAELYS_BACKEND_FD_STATUS, 0, out_error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_backend_launch_map_fd(launch, limit + LAUNCHER_LIFELINE,
+                                     MAELYS_BACKEND_FD_LIFELINE, 0, out_error);
+  /* The rendezvous goes through the launcher and bwrap to the sandbox's
+   * init, which sends the master of the terminal it makes back over it. */
+  if (r == MAELYS_EXECUTOR_OK && tty)
+    r = maelys_backend_launch_map_fd(launch, limit + LAUNCHER_TERMINAL,
+                                     MAELYS_BACKEND_FD_TERMINAL, 0, out_error);
+  return r;
+}
 
 static maelys_executor_result_t
 bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
@@ -591,6 +624,8 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
     protected_ids[protected_count++] = st->bwrap.chain[i];
   for (size_t i = 0; i < st->helper.chain_len; i++)
     protected_ids[protected_count++] = st->helper.chain[i];
+  const bool tty =
+      maelys_execution_request_io_mode(request) == MAELYS_EXEC_IO_TTY;
   const int stderr_fd = limit + LAUNCHER_STDERR,
             status_fd = limit + LAUNCHER_STATUS,
             args_fd = limit + LAUNCHER_ARGS,
@@ -598,7 +633,8 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
             json_fd = limit + LAUNCHER_JSON_STATUS,
             lifeline_fd = limit + LAUNCHER_LIFELINE,
             exec_fd = limit + LAUNCHER_EXEC,
-            first_extra_fd = limit + LAUNCHER_FIRST_EXTRA;
+            terminal_fd = tty ? limit + LAUNCHER_TERMINAL : -1,
+            first_extra_fd = limit + LAUNCHER_TERMINAL + (tty ? 1 : 0);
   maelys__bwrap_env_t env = {
       .resolver = &real_resolver,
       .helper_path = st->helper.path,
@@ -616,6 +652,7 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
       .seccomp_fd = seccomp_fd,
       .json_status_fd = json_fd,
       .first_extra_fd = first_extra_fd,
+      .terminal_fd = terminal_fd,
   };
   maelys__bwrap_lowered_t low;
   r = maelys__bwrap_lower(plan, request, &env, &low, out_error);
@@ -682,23 +719,8 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
         MAELYS_EXECUTOR_OK)
       goto out;
   }
-  for (int c = 0; c < limit && r == MAELYS_EXECUTOR_OK; c++) {
-    if (c == 2)
-      r = maelys_backend_launch_map_fd(launch, 2, MAELYS_BACKEND_FD_STATUS, 0,
-                                       out_error);
-    else if (maelys_backend_launch_payload_fd_present(launch, c))
-      r = maelys_backend_launch_map_fd(launch, c, MAELYS_BACKEND_FD_PAYLOAD, c,
-                                       out_error);
-  }
   if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_backend_launch_map_fd(launch, stderr_fd,
-                                     MAELYS_BACKEND_FD_PAYLOAD, 2, out_error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_backend_launch_map_fd(launch, status_fd,
-                                     MAELYS_BACKEND_FD_STATUS, 0, out_error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_backend_launch_map_fd(launch, lifeline_fd,
-                                     MAELYS_BACKEND_FD_LIFELINE, 0, out_error);
+    r = map_launcher_fds(launch, limit, tty, out_error);
   if (r != MAELYS_EXECUTOR_OK)
     goto out;
 
@@ -811,9 +833,16 @@ static void bwrap_status_line(void* state, const char* line, size_t length,
       ev->kind = MAELYS_BACKEND_EVENT_LAUNCH_FAILED;
       snprintf(ev->step, sizeof ev->step, "%s", step);
       ev->error_number = v;
-      snprintf(ev->message, sizeof ev->message,
-               "the payload could not be started inside the sandbox: %s: %s",
-               step, strerror(v));
+      if (strcmp(step, "terminal") == 0)
+        snprintf(ev->message, sizeof ev->message,
+                 "the sandbox could not make the payload a pseudo-terminal of "
+                 "its own from its /dev/ptmx (its devpts instance): %s; a "
+                 "terminal of the host's never enters a sandbox",
+                 strerror(v));
+      else
+        snprintf(ev->message, sizeof ev->message,
+                 "the payload could not be started inside the sandbox: %s: %s",
+                 step, strerror(v));
     }
     return;
   }

@@ -72,7 +72,8 @@ bool catalog_is_rendering_option(const char* name) {
 /* -------------------------------------------------- policy options */
 
 static const char* const network_choices[] = {"none", "inherit", NULL};
-static const char* const io_choices[] = {"isolated", "stdio", NULL};
+static const char* const io_choices[] = {"auto", "isolated", "stdio", NULL};
+static const char* const stdin_choices[] = {"auto", "null", NULL};
 
 static const option_def_t o_ro = {
     .name = "--ro",
@@ -298,13 +299,39 @@ static const option_def_t o_verbose_trace = {
 static const option_def_t o_io = {
     .name = "--io",
     .summary =
+        "auto: a terminal session when stdin and stdout are terminals (the "
+        "payload gets a pseudo-terminal of its own), plain stdio otherwise "
+        "(its stdout to stdout, its stderr to stderr, stdin relayed); "
         "isolated: the protocol socket at the payload's fd 3, its stdin "
         "/dev/null and its stdout joined to stderr; stdio: one socket as "
         "its stdin and stdout (stock stdio MCP servers).",
     .arg_name = "MODE",
     .kind = KIND_CHOICE,
     .choices = io_choices,
-    .default_text = "isolated"};
+    .default_text = "auto"};
+static const option_def_t o_tty = {
+    .name = "--tty",
+    .summary = "With --io auto: a terminal session even when stdin or stdout "
+               "is not a terminal.",
+    .conflicts = LIST("--no-tty")};
+static const option_def_t o_no_tty = {
+    .name = "--no-tty",
+    .summary = "With --io auto: plain stdio even on a terminal (a terminal "
+               "stdin is then not read: the payload's stdin is /dev/null).",
+    .conflicts = LIST("--tty")};
+static const option_def_t o_stdin = {
+    .name = "--stdin",
+    .summary = "With --io auto: null gives the payload /dev/null as stdin and "
+               "leaves this process's stdin unread; auto relays it (a "
+               "terminal only in a terminal session).",
+    .arg_name = "MODE",
+    .kind = KIND_CHOICE,
+    .choices = stdin_choices,
+    .default_text = "auto"};
+static const option_def_t o_allow_clipboard = {
+    .name = "--allow-clipboard",
+    .summary = "In a terminal session, let the payload's clipboard escape "
+               "sequences (OSC 52) reach the terminal (dropped by default)."};
 
 static const option_def_t* const run_options[] = {&o_ro,
                                                   &o_rw,
@@ -326,6 +353,10 @@ static const option_def_t* const run_options[] = {&o_ro,
                                                   &o_quiet,
                                                   &o_verbose_trace,
                                                   &o_io,
+                                                  &o_tty,
+                                                  &o_no_tty,
+                                                  &o_stdin,
+                                                  &o_allow_clipboard,
                                                   &warden_o_state_dir,
                                                   &o_plan_digest,
                                                   &o_tasks,
@@ -356,7 +387,11 @@ static const constraint_def_t run_constraints[] = {
 
 static const example_def_t run_examples[] = {
     {LIST("run", "--rw", "--", "/usr/bin/make", "test"),
-     "Run make in the current directory, which it may write."},
+     "Run make in the current directory, which it may write (pipe its "
+     "output as usual: | tee log)."},
+    {LIST("run", "--rw", "--", "bash", "-i"),
+     "From a terminal: an interactive shell on a terminal of its own in the "
+     "sandbox (job control, full-screen programs)."},
     {LIST("run", "--ro", "--io", "stdio", "--", "/usr/bin/python3",
           "server.py"),
      "Run a stdio MCP server that may only read the workspace."},
@@ -384,7 +419,8 @@ static const command_def_t cmd_run = {
         "[--file-size SIZE] [--env NAME=VALUE]... [--pass-env NAME]... "
         "[--backend NAME] [--wall-time DURATION] [--grace DURATION] "
         "[--receipt-dir DIR] [--state-dir DIR] [--trace [--verbose-trace] | "
-        "--quiet] [--io MODE] [--raw-output] -- PROGRAM [ARG...]",
+        "--quiet] [--io MODE] [--tty | --no-tty] [--stdin MODE] "
+        "[--allow-clipboard] [--raw-output] -- PROGRAM [ARG...]",
     .purpose = "Run a program confined by a sealed plan, relaying its stdio "
                "and writing its receipt.",
     .effect = "stream",
@@ -395,14 +431,29 @@ static const command_def_t cmd_run = {
     .constraints = run_constraints,
     .constraint_count = 3,
     .examples = run_examples,
-    .example_count = 5,
+    .example_count = 6,
     .output_schema = "{\"type\":\"object\"}",
     .details =
         "After the program starts, stdout carries only the program's bytes "
         "and the exit status is the program's (128+N when it died of signal "
         "N). Failures before it starts are an envelope on stderr with exit "
         "status 1. SIGINT, SIGTERM and SIGHUP stop it gracefully, then by "
-        "force after --grace.",
+        "force after --grace. "
+        "With --io auto (the default) and a terminal as stdin and stdout, "
+        "the program gets a pseudo-terminal of its own, made inside the "
+        "sandbox (tty, job control and full-screen programs work; the "
+        "operator's terminal never enters): the terminal is put in raw "
+        "mode, so Ctrl-C and Ctrl-Z reach the program's foreground job, "
+        "window size changes follow, TERM is passed, escape sequences pass "
+        "except clipboard "
+        "writes (OSC 52, unless --allow-clipboard), and however the run "
+        "ends the terminal's mode is restored and the modes the program "
+        "left set (alternate screen, mouse reporting, bracketed paste, "
+        "hidden cursor) are reset. In the background (not the terminal's "
+        "foreground job) the terminal is neither read nor changed. "
+        "Otherwise its stdout and stderr are relayed to stdout and stderr "
+        "and stdin to its stdin, with backpressure and end-of-file passed "
+        "on; a terminal stdin is not read outside a terminal session.",
 };
 
 /* ---------------------------------------------------------- plan, probe */
@@ -436,6 +487,10 @@ static const option_def_t* const plan_options[] = {&o_ro,
                                                    &o_quiet,
                                                    &o_verbose_trace,
                                                    &o_io,
+                                                   &o_tty,
+                                                   &o_no_tty,
+                                                   &o_stdin,
+                                                   &o_allow_clipboard,
                                                    &warden_o_state_dir,
                                                    &o_plan_digest,
                                                    &o_tasks,
@@ -658,6 +713,8 @@ const char* const warden_invariants[] = {
     "Closed environment: the payload sees exactly the request's environment.",
     "Descriptors 0-2 per io mode, 3 the protocol socket in isolated mode, "
     "nothing else.",
+    "No terminal of the operator's enters the sandbox: a terminal session "
+    "gives the program a fresh pseudo-terminal of its own and relays it.",
     "The relay transports bytes and never parses or buffers protocol frames "
     "beyond a bounded window.",
     "Receipts are written outside anything the sandbox can write.",

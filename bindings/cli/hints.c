@@ -50,6 +50,9 @@ static const hint_row_t rows[] = {
      "The path is not of the kind its rule says (file or directory): write "
      "the plan again for what the path is now."},
     {"missing-path mode: fail", "Create the path, or take it out of the plan."},
+    {"no devpts instance",
+     "Give the plan a dev mount at /dev, or run without a terminal session "
+     "(--no-tty, or --io isolated or stdio)."},
 };
 
 const char* warden_hint_for(const char* message) {

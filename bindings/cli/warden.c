@@ -356,7 +356,8 @@ int warden_probe(const invocation_t* inv) {
 typedef struct run_state {
   uv_loop_t* loop;
   maelys_execution_t* execution;
-  relay_t* relay;
+  relay_t* relay;     /* every io mode but a terminal session */
+  session_t* session; /* a terminal session */
   uv_signal_t signals[3];
   uv_timer_t wall;
   uv_timer_t drain;
@@ -364,14 +365,21 @@ typedef struct run_state {
   bool drained;
   bool finished;
   int stop_requests;
+  bool allow_clipboard;
   maelys_execution_status_t status;
   char step[32];
   char message[1024];
   say_t say;
 } run_state_t;
 
+static bool output_done(const run_state_t* st) {
+  if (st->session != NULL)
+    return session_output_done(st->session);
+  return st->relay == NULL || relay_output_done(st->relay);
+}
+
 static void check_done(run_state_t* st) {
-  if (st->exited && (st->drained || relay_output_done(st->relay)))
+  if (st->exited && (st->drained || output_done(st)))
     st->finished = true;
 }
 
@@ -429,9 +437,23 @@ static void on_exit_status(maelys_execution_t* e,
   check_done(st);
 }
 
+/* The terminal type a terminal session gives the payload: the caller's
+ * TERM when it is a plain name (it reaches a terminfo lookup inside), else
+ * "dumb", which every program understands. */
+static const char* session_term(void) {
+  const char* t = getenv("TERM");
+  size_t n = t != NULL ? strlen(t) : 0;
+  if (n == 0 || n > 64 ||
+      strspn(t, "abcdefghijklmnopqrstuvwxyz"
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.+-_") != n)
+    return "dumb";
+  return t;
+}
+
 static int base_env(maelys_execution_request_t* req, const invocation_t* inv,
                     const warden_policy_t* policy, const say_t* say,
-                    char* path_out, size_t path_size, cli_error_t* err) {
+                    bool terminal, char* path_out, size_t path_size,
+                    cli_error_t* err) {
   char* error = NULL;
   maelys_execution_request_set_environment_mode(req, MAELYS_EXEC_ENV_EXPLICIT,
                                                 NULL);
@@ -483,12 +505,14 @@ static int base_env(maelys_execution_request_t* req, const invocation_t* inv,
     return -1;
   /* The profile's base only adds what the caller did not give: it never
    * replaces an entry (invariant 4). */
-  static const char* const base[][2] = {
-      {"PATH", "/usr/local/bin:/usr/bin:/bin"},
-      {"HOME", WARDEN_HOME},
-      {"TMPDIR", "/tmp"},
-      {"LANG", "C.UTF-8"}};
-  for (size_t b = 0; b < 4; b++) {
+  /* A terminal session also says what the terminal is, as ssh and sudo
+   * do: a full-screen program needs TERM. */
+  const char* const base[][2] = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
+                                 {"HOME", WARDEN_HOME},
+                                 {"TMPDIR", "/tmp"},
+                                 {"LANG", "C.UTF-8"},
+                                 {"TERM", session_term()}};
+  for (size_t b = 0; b < (terminal ? 5u : 4u); b++) {
     bool given = false;
     for (size_t i = 0; i < n; i++)
       given = given || strcmp(names[i], base[b][0]) == 0;
@@ -546,6 +570,82 @@ static const char* error_code_for(maelys_executor_result_t r) {
   }
 }
 
+/* How the payload's stdio meets this process's (--io, --tty, --no-tty,
+ * --stdin). */
+typedef enum run_io {
+  RUN_IO_SESSION,  /* auto, terminals: a pseudo-terminal of its own */
+  RUN_IO_PIPES,    /* auto otherwise: its stdout, stderr and stdin relayed */
+  RUN_IO_ISOLATED, /* the protocol socket at fd 3 */
+  RUN_IO_STDIO     /* the protocol socket as stdin and stdout */
+} run_io_t;
+
+typedef struct io_choice {
+  run_io_t io;
+  bool stdin_null; /* the payload's stdin is /dev/null; ours is not read */
+} io_choice_t;
+
+static int choose_io(const invocation_t* inv, io_choice_t* out,
+                     cli_error_t* err) {
+  const char* io = cli_value(inv, "--io");
+  const char* in = cli_value(inv, "--stdin");
+  bool tty = cli_flag(inv, "--tty"), no_tty = cli_flag(inv, "--no-tty");
+  *out = (io_choice_t){0};
+  if (io != NULL && strcmp(io, "auto") != 0) {
+    const char* extra = tty      ? "--tty"
+                        : no_tty ? "--no-tty"
+                        : in     ? "--stdin"
+                                 : NULL;
+    if (extra != NULL)
+      return cli_fail(err, "VALIDATION_FAILED",
+                      "Leave --io at auto (the default) to choose the "
+                      "terminal session or the stdin.",
+                      "%s applies to --io auto, not to --io %s", extra, io);
+    out->io = strcmp(io, "stdio") == 0 ? RUN_IO_STDIO : RUN_IO_ISOLATED;
+    return 0;
+  }
+  out->io = tty || (!no_tty && isatty(0) && isatty(1)) ? RUN_IO_SESSION
+                                                       : RUN_IO_PIPES;
+  /* A terminal is read only in a terminal session: outside one, the
+   * operator's typing would go to the payload in the terminal's cooked mode
+   * while the shell may read it too. */
+  out->stdin_null = (in != NULL && strcmp(in, "null") == 0) ||
+                    (out->io == RUN_IO_PIPES && isatty(0));
+  return 0;
+}
+
+/* The request's io: the mode, and what each mode needs besides. */
+static maelys_executor_result_t set_io(maelys_execution_request_t* req,
+                                       const io_choice_t* io, char** error) {
+  maelys_executor_result_t r = MAELYS_EXECUTOR_OK;
+  unsigned rows, columns;
+  switch (io->io) {
+  case RUN_IO_SESSION:
+    session_initial_size(&rows, &columns);
+    r = maelys_execution_request_set_io_mode(req, MAELYS_EXEC_IO_TTY, -1,
+                                             error);
+    if (r == MAELYS_EXECUTOR_OK)
+      r = maelys_execution_request_set_terminal_size(req, rows, columns, error);
+    return r;
+  case RUN_IO_PIPES:
+    r = maelys_execution_request_set_io_mode(req, MAELYS_EXEC_IO_CAPTURED, -1,
+                                             error);
+    if (r == MAELYS_EXECUTOR_OK)
+      r = maelys_execution_request_set_stderr_mode(
+          req, MAELYS_EXEC_STDERR_CAPTURE, error);
+    if (r == MAELYS_EXECUTOR_OK && io->stdin_null)
+      r = maelys_execution_request_set_stdin_mode(req, MAELYS_EXEC_STDIN_NULL,
+                                                  error);
+    return r;
+  case RUN_IO_ISOLATED:
+    return maelys_execution_request_set_io_mode(
+        req, MAELYS_EXEC_IO_ISOLATED_DUPLEX, 3, error);
+  case RUN_IO_STDIO:
+    return maelys_execution_request_set_io_mode(
+        req, MAELYS_EXEC_IO_DUPLEX_STDIO, -1, error);
+  }
+  return MAELYS_EXECUTOR_ERR_ARGUMENT;
+}
+
 /* Everything run does before it starts the program, shared with plan (its
  * dry run), so that the two cannot disagree. */
 typedef struct launch {
@@ -561,6 +661,7 @@ typedef struct launch {
   char chain[40];
   int64_t grace_ms;
   bool memory_unbounded;
+  io_choice_t io;
 } launch_t;
 
 /* The receipt's context: what the run protected, and a ceiling that could
@@ -597,13 +698,16 @@ static int launch_prepare(const invocation_t* inv, uv_loop_t* loop,
   char* error = NULL;
   char path[PATH_MAX];
   maelys_executor_create(loop, &l->ex, NULL);
+  if (choose_io(inv, &l->io, err) != 0)
+    return -1;
   l->policy_read = true;
   if (warden_policy_from(inv, &l->policy, err) != 0 ||
       register_backends(l->ex, cli_value(inv, "--backend"), err) != 0 ||
       plan_for(inv, l->ex, &l->policy, &l->plan, l->receipts, err) != 0)
     return -1;
   if (maelys_execution_request_create(&l->req, NULL) != MAELYS_EXECUTOR_OK ||
-      base_env(l->req, inv, &l->policy, say, path, sizeof path, err) != 0)
+      base_env(l->req, inv, &l->policy, say, l->io.io == RUN_IO_SESSION, path,
+               sizeof path, err) != 0)
     return -1;
   static const char* const stand_in[] = {"/bin/true", NULL};
   const char* const* argv = (const char* const*)inv->operands;
@@ -620,8 +724,6 @@ static int launch_prepare(const invocation_t* inv, uv_loop_t* loop,
   if (grace <= 0 || grace > 3600000)
     return cli_fail(err, "VALIDATION_FAILED", NULL,
                     "--grace must be between 1ms and 1h");
-  const char* io = cli_value(inv, "--io");
-  bool stdio_mode = io != NULL && strcmp(io, "stdio") == 0;
   maelys_executor_result_t r =
       maelys_execution_request_set_executable(l->req, l->program, &error);
   if (r == MAELYS_EXECUTOR_OK)
@@ -629,11 +731,7 @@ static int launch_prepare(const invocation_t* inv, uv_loop_t* loop,
   if (r == MAELYS_EXECUTOR_OK)
     r = maelys_execution_request_set_cwd(l->req, l->policy.workspace, &error);
   if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_io_mode(
-        l->req,
-        stdio_mode ? MAELYS_EXEC_IO_DUPLEX_STDIO
-                   : MAELYS_EXEC_IO_ISOLATED_DUPLEX,
-        stdio_mode ? -1 : 3, &error);
+    r = set_io(l->req, &l->io, &error);
   if (r == MAELYS_EXECUTOR_OK)
     r = maelys_execution_request_set_stop_budget(l->req, (uint64_t)grace,
                                                  FORCE_BUDGET_MS, &error);
@@ -797,6 +895,37 @@ static void report_finding(const char* line, void* data) {
   fprintf(stderr, WARDEN_PROGRAM ": warning: %s\n", line);
 }
 
+/* The payload's output has no reader any more (the operator's terminal
+ * went away): it is stopped, as a pipeline's writer would be. */
+static void on_broken_output(void* data) {
+  request_stop(data, "output closed");
+}
+
+/* Starts relaying the execution's stdio the way `io` chose. */
+static void start_io(run_state_t* st, const io_choice_t* io, bool raw) {
+  maelys_execution_t* e = st->execution;
+  if (io->io == RUN_IO_SESSION) {
+    session_options_t o = {.read_input = !io->stdin_null,
+                           .allow_clipboard = st->allow_clipboard,
+                           .broken = on_broken_output,
+                           .broken_data = st};
+    st->session = session_start(st->loop, e, &o);
+    return;
+  }
+  if (io->io == RUN_IO_PIPES) {
+    int in = -1, out = -1, err = -1;
+    if (!io->stdin_null)
+      maelys_execution_take_fd(e, MAELYS_EXEC_STREAM_STDIN, &in, NULL);
+    maelys_execution_take_fd(e, MAELYS_EXEC_STREAM_STDOUT, &out, NULL);
+    maelys_execution_take_fd(e, MAELYS_EXEC_STREAM_STDERR, &err, NULL);
+    st->relay = relay_start_stdio(st->loop, in, out, err, raw);
+    return;
+  }
+  uv_stream_t* socket = NULL;
+  maelys_execution_stream(e, MAELYS_EXEC_STREAM_PROTOCOL, &socket, NULL);
+  st->relay = relay_start(st->loop, socket, raw);
+}
+
 int warden_run(const invocation_t* inv) {
   cli_error_t err = {0};
   err.command = "run";
@@ -862,10 +991,14 @@ int warden_run(const invocation_t* inv) {
         maelys_execution_id(st.execution), maelys_execution_pid(st.execution));
   warden_registry_add(inv, st.execution, l.program, l.policy.workspace,
                       l.backend, l.grace_ms);
-  uv_stream_t* socket = NULL;
-  maelys_execution_stream(st.execution, MAELYS_EXEC_STREAM_PROTOCOL, &socket,
-                          NULL);
-  st.relay = relay_start(loop, socket, cli_flag(inv, "--raw-output"));
+  st.allow_clipboard = cli_flag(inv, "--allow-clipboard");
+  start_io(&st, &l.io, cli_flag(inv, "--raw-output"));
+  if (st.session == NULL && st.relay == NULL) {
+    /* Out of memory before anything was relayed: the payload is stopped,
+     * never left running unattended. */
+    warn(&say, "out of memory setting up the relay");
+    request_stop(&st, "relay");
+  }
   static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
   for (int i = 0; i < 3; i++) {
     uv_signal_init(loop, &st.signals[i]);
@@ -893,6 +1026,9 @@ int warden_run(const invocation_t* inv) {
       st.drained = true;
       check_done(&st);
     }
+  /* The operator's terminal is given back (its mode, and the payload's
+   * modes undone) before anything of ours is written to it. */
+  session_close(st.session);
 
   /* Nothing of the sandbox runs any more: what it may have left where the
    * host's tools look is checked now. */
@@ -938,7 +1074,8 @@ int warden_run(const invocation_t* inv) {
   warden_registry_remove(inv, st.execution);
   warden_chain_close(l.ex, l.chain, l.receipts);
   fflush(stdout);
-  relay_close(st.relay);
+  if (st.relay != NULL)
+    relay_close(st.relay);
   maelys_execution_release(st.execution);
   for (int i = 0; i < 3; i++)
     uv_close((uv_handle_t*)&st.signals[i], NULL);
@@ -948,6 +1085,7 @@ int warden_run(const invocation_t* inv) {
   l.ex = NULL;
   uv_run(loop, UV_RUN_DEFAULT);
   relay_free(st.relay);
+  session_free(st.session);
   launch_dispose(&l, loop);
   uv_loop_close(loop);
   return code;

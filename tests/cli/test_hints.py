@@ -25,13 +25,14 @@ class Hints(WardenCase):
             err = self.envelope(p.stderr)["error"]
         return err
 
-    def plan_file(self, name, edit):
+    def plan_file(self, name, edit, member="rules"):
         """A plan file NAME (outside the workspace) from `plan --ro`, with
-        its rules edited by `edit` and its digest dropped."""
+        its rules (or another member) edited by `edit` and its digest
+        dropped."""
         doc = json.loads(self.warden("plan", "--ro", "--format", "jsonl",
                                      "--field", "plan", check=0).stdout)
         del doc["digest"]
-        edit(doc["rules"])
+        edit(doc[member])
         path = os.path.join(self.tmp, "plan-%s-%s.json" % (
             name, os.path.basename(self.ws)))
         with open(path, "w") as f:
@@ -62,6 +63,8 @@ class Hints(WardenCase):
         missing = self.plan_file("missing", lambda rules: rules.append(
             {"path": os.path.join(ws, "gone"), "access": "read",
              "scope": "literal-file"}))
+        no_dev = self.plan_file("no-dev", lambda mounts: mounts.remove(
+            next(m for m in mounts if m["kind"] == "dev")), member="mounts")
         cases = [
             (["--rw", "--workspace", "/etc"], "system tree",
              "system trees are never writable"),
@@ -88,6 +91,8 @@ class Hints(WardenCase):
              "not of the kind its rule says"),
             (["--plan", missing], "missing-path mode: fail",
              "Create the path"),
+            (["--plan", no_dev, "--tty"], "no devpts instance",
+             "--no-tty"),
         ]
         for options, names, says in cases:
             with self.subTest(names):

@@ -687,7 +687,7 @@ class Profiles(WardenCase):
                                 ARGS.fixture, "--", ARGS.fixture, "escape",
                                 "tcp", "127.0.0.1",
                                 str(srv.getsockname()[1]), env=env)
-                self.assertIn(b"tcp=blocked", p.stderr, name)
+                self.assertIn(b"tcp=blocked", p.stdout, name)
         finally:
             srv.close()
 

@@ -73,7 +73,7 @@ class Protect(WardenCase):
 
     def payload(self, script, *options, check=None):
         """Runs `script` under /bin/sh in the workspace, --rw unless the
-        options choose; its output is on stderr (isolated io)."""
+        options choose; its output is on stdout and stderr (--io auto)."""
         policy = [] if {"--ro", "--rw", "--plan"} & set(options) else ["--rw"]
         script = "MARKER=%s\n%s" % (self.marker, script)
         return self.warden("run", *policy, *options, "--", "/bin/sh", "-c",
@@ -119,7 +119,7 @@ touch "'"$MARKER"'"'
         with open(os.path.join(self.ws, ".git", "config"), "rb") as f:
             config = f.read()
         p = self.payload(self.planting(), check=0)
-        out = p.stderr.decode()
+        out = (p.stdout + p.stderr).decode()
         self.assert_failed(out, "hook", "fsmonitor", "append", "mvhooks",
                            "mvconfig", "rmconfig", "rmhooks", "link")
         self.assertIn("Read-only file system", out)
@@ -143,7 +143,7 @@ touch "'"$MARKER"'"'
             printf '#!/bin/sh\ntouch %s\n' "$MARKER" > .git/hooks/pre-commit
             echo "hook=$?"
         """, check=0)
-        out = p.stderr.decode()
+        out = (p.stdout + p.stderr).decode()
         self.assert_failed(out, "mv", "rm", "fsmonitor", "hook")
         self.assertEqual(os.stat(os.path.join(self.ws, ".git")).st_ino, ino)
         self.assertFalse(os.path.exists(os.path.join(self.ws, ".g")))
@@ -168,7 +168,7 @@ touch "'"$MARKER"'"'
             mkdir .maelys; echo "maelys=$?"
             mkdir evil && git init -q evil && echo "nested=$?"
         """, check=0)
-        out = p.stderr.decode()
+        out = (p.stdout + p.stderr).decode()
         self.assert_failed(out, "init", "mkhooks", "mkdir", "gitfile",
                            "rmdir", "mv", "maelys")
         self.assertIn("nested=0", out)  # a repository elsewhere is allowed
@@ -198,7 +198,7 @@ touch "'"$MARKER"'"'
               git -c user.name=p -c user.email=p@x commit -q -m inside
             echo "commit=$?"
         """, check=0)
-        out = p.stderr.decode()
+        out = (p.stdout + p.stderr).decode()
         self.assert_failed(out, "gitfile", "rmgitfile", "mvrepo", "hook",
                            "fsmonitor")
         self.assertIn("commit=0", out)
@@ -215,7 +215,7 @@ touch "'"$MARKER"'"'
             text = f.read()
         p = self.payload('echo "gitdir: ./evil" > .git; echo "gitfile=$?"',
                          check=0)
-        self.assert_failed(p.stderr.decode(), "gitfile")
+        self.assert_failed((p.stdout + p.stderr).decode(), "gitfile")
         with open(os.path.join(self.ws, ".git")) as f:
             self.assertEqual(f.read(), text)
 
@@ -226,7 +226,7 @@ touch "'"$MARKER"'"'
               git -c user.name=p -c user.email=p@x commit -q -m inside &&
               git log --oneline | wc -l
         """, check=0)
-        self.assertIn(b"2", p.stderr)
+        self.assertIn(b"2", p.stdout)
         log = self.git("log", "--format=%s").stdout.decode().split()
         self.assertEqual(log[0], "inside")
         self.host_git_runs_nothing_planted()
@@ -245,7 +245,7 @@ touch "'"$MARKER"'"'
             echo "fsmonitor=$?"
             mv .git/modules/sub .git/modules/old; echo "mv=$?"
         """, check=0)
-        self.assert_failed(p.stderr.decode(), "hook", "fsmonitor", "mv")
+        self.assert_failed((p.stdout + p.stderr).decode(), "hook", "fsmonitor", "mv")
         self.host_git_runs_nothing_planted(os.path.join(self.ws, "sub"))
         self.host_git_runs_nothing_planted()
 
@@ -256,7 +256,7 @@ touch "'"$MARKER"'"'
             echo "hook=$?"; chmod +x .git/hooks/pre-commit
             mv .git .g; echo "mv=$?"
         """, "--unprotect", ".git/hooks", check=0)
-        out = p.stderr.decode()
+        out = (p.stdout + p.stderr).decode()
         self.assertIn("hook=0", out)
         self.assert_failed(out, "mv")  # .git itself is still pinned
         self.git("commit", "-q", "--allow-empty", "-m", "hooked")
@@ -278,7 +278,7 @@ touch "'"$MARKER"'"'
             printf '[core]\n\tfsmonitor = touch %s\n' "$MARKER" > evil/config
             echo ../evil > .git/commondir; echo "commondir=$?"
         """, check=0)
-        self.assertIn(b"commondir=0", p.stderr)
+        self.assertIn(b"commondir=0", p.stdout)
         self.assertIn(b"appeared during the run", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.ws, ".git",
                                                      "commondir")))
@@ -297,7 +297,7 @@ touch "'"$MARKER"'"'
             mv .maelys .m; echo "mv=$?"
             rm -rf .maelys; echo "rm=$?"
         """, check=0)
-        self.assert_failed(p.stderr.decode(), "write", "create", "mv", "rm")
+        self.assert_failed((p.stdout + p.stderr).decode(), "write", "create", "mv", "rm")
         self.assertEqual(tree_digest(os.path.join(self.ws, ".maelys")),
                          before)
 
@@ -423,7 +423,7 @@ touch "'"$MARKER"'"'
         self.assertFalse(os.path.lexists(os.path.join(self.ws, ".git")))
         p = self.warden("run", "--plan", plan, "--", "/bin/sh", "-c",
                         'mkdir .git; echo "mkdir=$?"', check=0)
-        self.assert_failed(p.stderr.decode(), "mkdir")
+        self.assert_failed((p.stdout + p.stderr).decode(), "mkdir")
         self.assertFalse(os.path.lexists(os.path.join(self.ws, ".git")))
 
     # ---------------------------------------------------------- secrets
@@ -449,20 +449,20 @@ touch "'"$MARKER"'"'
         self.make_secrets()
         p = self.warden("run", "--ro", "--network", "inherit", "--",
                         "/bin/sh", "-c", self.READ_ALL, check=0)
-        out = p.stderr.decode()
+        out = (p.stdout + p.stderr).decode()
         self.assertIn("SECRET keep/not-a-secret", out)
         self.assertEqual(out.count("SECRET"), 1, out)
         self.assertEqual(out.count("Permission denied"), 9, out)
         # --unprotect gives one back.
         p = self.warden("run", "--ro", "--network", "inherit", "--unprotect",
                         ".env", "--", "/bin/cat", ".env", check=0)
-        self.assertIn(b"SECRET .env", p.stderr)
+        self.assertIn(b"SECRET .env", p.stdout)
 
     def test_secrets_readable_without_network(self):
         self.make_secrets()
         p = self.warden("run", "--ro", "--", "/bin/sh", "-c", self.READ_ALL,
                         check=0)
-        self.assertEqual(p.stderr.decode().count("SECRET"), 10)
+        self.assertEqual(p.stdout.decode().count("SECRET"), 10)
 
     # ------------------------------------------------------------ agent
 

@@ -695,6 +695,48 @@ static void test_host_root_stages_nested_read_only(void** state) {
   assert_true(by_fd);
 }
 
+/* The index of `word` in the command (the helper's arguments), or -1. */
+static int command_index(const fixture_t* t, const char* word) {
+  for (size_t i = 0; i < t->out.command_argc; i++)
+    if (strcmp(t->out.command[i], word) == 0)
+      return (int)i;
+  return -1;
+}
+
+/* A terminal session: the sandbox's init is told where the rendezvous is
+ * and the size to start with; without one, nothing of it appears. */
+static void test_terminal_session(void** state) {
+  fixture_t* t = *state;
+  t->env.terminal_fd = 12;
+  assert_int_equal(maelys_executor_plan_add_dev(t->plan, "/dev", NULL), 0);
+  lower_ok(t);
+  assert_int_equal(command_index(t, "--terminal-fd"), -1);
+  assert_int_equal(maelys_execution_request_set_io_mode(
+                       t->request, MAELYS_EXEC_IO_TTY, -1, NULL),
+                   0);
+  assert_int_equal(
+      maelys_execution_request_set_terminal_size(t->request, 33, 120, NULL), 0);
+  lower_ok(t);
+  int i = command_index(t, "--terminal-fd");
+  assert_true(i > 0);
+  assert_string_equal(t->out.command[i + 1], "12");
+  assert_string_equal(t->out.command[i + 2], "--terminal-size");
+  assert_string_equal(t->out.command[i + 3], "33x120");
+  /* Before the payload's own arguments. */
+  assert_true(i < command_index(t, "--exec"));
+}
+
+/* Without a /dev there is no devpts to make the terminal from: refused. */
+static void test_terminal_needs_dev(void** state) {
+  fixture_t* t = *state;
+  t->env.terminal_fd = 12;
+  assert_int_equal(maelys_execution_request_set_io_mode(
+                       t->request, MAELYS_EXEC_IO_TTY, -1, NULL),
+                   0);
+  assert_int_equal(maelys_executor_plan_add_dev(t->plan, "/devices", NULL), 0);
+  expect_error(t, MAELYS_EXECUTOR_ERR_UNSUPPORTED, "mounts no /dev");
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
@@ -728,6 +770,8 @@ int main(void) {
       T(test_process_options_env_and_command),
       T(test_host_root_staging),
       T(test_host_root_stages_nested_read_only),
+      T(test_terminal_session),
+      T(test_terminal_needs_dev),
   };
   return cmocka_run_group_tests_name("bwrap-args", tests, NULL, NULL);
 }
