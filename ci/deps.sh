@@ -7,7 +7,8 @@ packages=(
   build-essential cmake pkg-config libc6-dev
   libuv1-dev libseccomp-dev libcap-ng-dev libjansson-dev libsodium-dev
   libcmocka-dev bubblewrap valgrind util-linux procps
-  python3 python3-jsonschema
+  python3 python3-jsonschema git make
+  openssl nodejs
   clang clang-tidy clang-format libclang-rt-dev
   liburiparser-dev
 )

@@ -3,10 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cgroup.h"
 #include "internal.h"
 #include "proc.h"
-
-void maelys__execution_abandon(maelys__execution_t* execution);
 
 maelys_executor_result_t
 maelys_executor_create(uv_loop_t* loop, maelys_executor_t** out_executor,
@@ -54,9 +53,43 @@ void maelys__executor_set_proc_ops(maelys_executor_t* executor,
   executor->proc_ops = ops ? ops : &maelys__proc_default_ops;
 }
 
+void maelys__executor_execution_started(maelys_executor_t* executor) {
+  executor->live++;
+  executor->unfinished++;
+}
+
+void maelys__executor_execution_released(maelys_executor_t* executor,
+                                         maelys__orphan_t* orphan) {
+  executor->live--;
+  if (orphan != NULL) {
+    orphan->next = executor->orphans;
+    executor->orphans = orphan;
+  }
+}
+
+void maelys__executor_orphan_done(maelys_executor_t* executor,
+                                  maelys__orphan_t* orphan) {
+  maelys__orphan_t** p = &executor->orphans;
+  while (*p != NULL && *p != orphan)
+    p = &(*p)->next;
+  if (*p == orphan)
+    *p = orphan->next;
+  orphan->next = NULL;
+}
+
 void maelys__executor_execution_gone(maelys_executor_t* executor) {
   if (--executor->unfinished == 0)
     executor_free(executor);
+}
+
+maelys__cgroup_parent_t*
+maelys__executor_memory_cgroups(maelys_executor_t* executor) {
+  if (executor->memory_cgroup == NULL) {
+    executor->memory_cgroup = malloc(sizeof *executor->memory_cgroup);
+    if (executor->memory_cgroup != NULL)
+      maelys__cgroup_find_memory(executor->memory_cgroup);
+  }
+  return executor->memory_cgroup;
 }
 
 maelys_executor_result_t maelys_executor_destroy(maelys_executor_t* executor,
@@ -78,7 +111,7 @@ maelys_executor_result_t maelys_executor_destroy(maelys_executor_t* executor,
   /* Released children that still run are handed to background reapers; their
    * handles close on the next turn of the loop. */
   while (executor->orphans != NULL)
-    maelys__execution_abandon(executor->orphans);
+    maelys__execution_abandon(executor->orphans->execution);
   maelys__executor_execution_gone(executor);
   return MAELYS_EXECUTOR_OK;
 }
@@ -198,7 +231,10 @@ maelys__executor_find_backend(const maelys_executor_t* executor,
  * version N; slots of later versions are never read from it, and a slot is
  * read only when it lies inside the struct_size the backend declared. The
  * copy made at registration has exactly those slots, every other one NULL,
- * so the rest of the core calls through it after a NULL check alone.
+ * so the rest of the core calls through it after a NULL check alone. ABI 3
+ * (the SDK) and ABI 4 (the terminal rendezvous and the request's io mode and
+ * terminal size) added no slot: a backend of ABI 1 to 3 never maps a
+ * terminal, and spawn refuses its TTY requests.
  */
 #define SLOT(field, since)                                                     \
   {                                                                            \

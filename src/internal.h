@@ -192,6 +192,8 @@ struct maelys_execution_request {
   char* receipt_chain;   /* maelys_execution_request_set_receipt_chain */
   char* receipt_context; /* a JSON object's text */
   bool terminal_raw;     /* relay a terminal's output without making it inert */
+  maelys_exec_stdin_mode_t stdin_mode;
+  unsigned terminal_rows, terminal_columns; /* MAELYS_EXEC_IO_TTY */
 };
 
 /* ------------------------------------------------------------ launch */
@@ -223,6 +225,34 @@ struct maelys_backend_launch {
 void maelys__executor_launch_init(maelys_backend_launch_t* launch,
                                   int payload_fd_limit);
 void maelys__executor_launch_dispose(maelys_backend_launch_t* launch);
+
+struct maelys__proc_fd; /* proc.h */
+
+/* What a launch's descriptor map draws from: the payload layout (child
+ * descriptor -> host descriptor) and the core's ends of the status channel,
+ * of the lifeline and of the terminal rendezvous (-1 when absent). */
+typedef struct maelys__fd_sources {
+  const struct maelys__proc_fd* payload;
+  size_t payload_count;
+  int status_fd;
+  int lifeline_fd;
+  int terminal_fd; /* the rendezvous' child end (MAELYS_EXEC_IO_TTY) */
+} maelys__fd_sources_t;
+
+/* Whether the launch maps a child descriptor from `source`. */
+bool maelys__launch_maps(const maelys_backend_launch_t* launch,
+                         maelys_backend_fd_source_t source);
+
+/* The descriptors the launched image starts with: the launch's map resolved
+ * against `sources` and its extra descriptors, or the payload layout as it
+ * is when the backend mapped nothing. Writes at most `capacity` entries to
+ * out. Pure (it opens, closes and allocates nothing): ARGUMENT, naming the
+ * backend and the child descriptor, when an entry resolves to no
+ * descriptor; MEMORY when out is too small. */
+maelys_executor_result_t maelys__launch_resolve_fds(
+    const maelys_backend_launch_t* launch, const maelys__fd_sources_t* sources,
+    const char* backend, struct maelys__proc_fd* out, size_t capacity,
+    size_t* out_count, char** out_error);
 
 /* Opens an absolute path with O_PATH, refusing any symbolic link in it
  * (-ELOOP). A descriptor or -errno. (src/open-nofollow.c, shared with the
@@ -263,15 +293,23 @@ typedef struct maelys_execution maelys__execution_t;
 typedef struct maelys__proc_ops maelys__proc_ops_t;
 typedef struct maelys__cgroup_parent maelys__cgroup_parent_t;
 
+/* A released execution whose child still runs, on its executor's orphan
+ * list: the node lives in the execution, the list belongs to the executor
+ * (libuv's intrusive queues). */
+typedef struct maelys__orphan {
+  struct maelys__orphan* next;
+  maelys__execution_t* execution;
+} maelys__orphan_t;
+
 struct maelys_executor {
   uv_loop_t* loop;
   const maelys__proc_ops_t* proc_ops;
   maelys__backend_entry_t** backends;
   size_t backend_count, backend_capacity;
   size_t live; /* executions not yet released */
-  /* Released executions whose child has not exited yet, linked through
-   * orphan_next; handed to reaper threads at destroy. */
-  maelys__execution_t* orphans;
+  /* Released executions whose child has not exited yet; handed to reaper
+   * threads at destroy. */
+  maelys__orphan_t* orphans;
   size_t unfinished; /* executions whose memory is not freed yet */
   bool destroyed;
   /* Where per-execution memory cgroups go, found on first use. */
@@ -307,8 +345,37 @@ maelys__executor_find_backend(const maelys_executor_t* executor,
 void maelys__executor_set_proc_ops(maelys_executor_t* executor,
                                    const maelys__proc_ops_t* ops);
 
+/* What executions ask of their executor: only executor.c (and, for receipt
+ * chains, receipt-evidence.c) writes executor state. */
+
+/* An execution was spawned: it counts as live until released and as
+ * unfinished until its memory is freed. */
+void maelys__executor_execution_started(maelys_executor_t* executor);
+/* The caller released an execution; one whose child still runs passes its
+ * `orphan` node (else NULL) and stays on the orphan list until it finishes
+ * (maelys__executor_orphan_done) or the executor is destroyed. */
+void maelys__executor_execution_released(maelys_executor_t* executor,
+                                         maelys__orphan_t* orphan);
+void maelys__executor_orphan_done(maelys_executor_t* executor,
+                                  maelys__orphan_t* orphan);
 /* Called by an execution when its memory is freed. */
 void maelys__executor_execution_gone(maelys_executor_t* executor);
+/* Where per-execution memory cgroups go, found on first use; NULL when out
+ * of memory. */
+maelys__cgroup_parent_t*
+maelys__executor_memory_cgroups(maelys_executor_t* executor);
+
+/* An execution joins receipt chain `id` (created at spawn's check). */
+void maelys__executor_chain_join(maelys_executor_t* executor, const char* id);
+/* An execution of chain `id` ended with receipt `json` (NULL when none could
+ * be rendered): the chain takes it as its last link. */
+void maelys__executor_chain_link(maelys_executor_t* executor, const char* id,
+                                 const char* json);
+
+/* The executions' side of the same interface (execution-reap.c): hands a
+ * released execution whose child still runs to a background reaper, never
+ * signalling it (invariant 6), and closes it. */
+void maelys__execution_abandon(maelys__execution_t* execution);
 
 /* Names of capability bits, for diagnostics: "a, b, c". Caller frees. */
 char* maelys__executor_capability_list(uint64_t mask);
@@ -407,5 +474,9 @@ int maelys__executor_record_write_at(int dfd, const char* dir, const char* name,
  * checks that this process can write there: the descriptor, or a negative
  * errno. Receipts are written through it, never by path again. */
 int maelys__executor_receipt_dir_open(const char* dir);
+/* What maelys__executor_receipt_dir_open would find, creating and opening
+ * nothing (maelys_execution_check): 0 or the negative errno it would fail
+ * with. */
+int maelys__executor_receipt_dir_could_be_ready(const char* dir);
 
 #endif /* MAELYS_EXECUTOR_INTERNAL_H */

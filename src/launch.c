@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "proc.h"
 
 void maelys__executor_launch_init(maelys_backend_launch_t* launch,
                                   int payload_fd_limit) {
@@ -137,6 +138,7 @@ maelys_backend_launch_map_fd(maelys_backend_launch_t* launch, int child_fd,
     break;
   case MAELYS_BACKEND_FD_STATUS:
   case MAELYS_BACKEND_FD_LIFELINE:
+  case MAELYS_BACKEND_FD_TERMINAL:
     break;
   case MAELYS_BACKEND_FD_EXTRA:
     if (value < 0 || (size_t)value >= launch->extra_count)
@@ -257,4 +259,69 @@ void maelys__executor_probe_dispose(maelys_backend_probe_t* probe) {
     free(probe->reasons[b]);
   free(probe->diagnostic);
   memset(probe, 0, sizeof *probe);
+}
+
+/* ------------------------------------------------- descriptor resolution */
+
+bool maelys__launch_maps(const maelys_backend_launch_t* launch,
+                         maelys_backend_fd_source_t source) {
+  for (size_t i = 0; i < launch->map_count; i++)
+    if (launch->map[i].source == source)
+      return true;
+  return false;
+}
+
+/* The host descriptor a map entry names, or -1. */
+static int map_source(const maelys_backend_launch_t* launch,
+                      const maelys__fd_sources_t* src,
+                      const maelys__fd_map_t* m) {
+  switch (m->source) {
+  case MAELYS_BACKEND_FD_PAYLOAD:
+    for (size_t k = 0; k < src->payload_count; k++)
+      if (src->payload[k].child_fd == m->value)
+        return src->payload[k].source_fd;
+    return -1;
+  case MAELYS_BACKEND_FD_STATUS:
+    return src->status_fd;
+  case MAELYS_BACKEND_FD_LIFELINE:
+    return src->lifeline_fd;
+  case MAELYS_BACKEND_FD_TERMINAL:
+    return src->terminal_fd;
+  case MAELYS_BACKEND_FD_EXTRA:
+    return m->value >= 0 && (size_t)m->value < launch->extra_count
+               ? launch->extra_fds[m->value]
+               : -1;
+  }
+  return -1;
+}
+
+maelys_executor_result_t maelys__launch_resolve_fds(
+    const maelys_backend_launch_t* launch, const maelys__fd_sources_t* sources,
+    const char* backend, maelys__proc_fd_t* out, size_t capacity,
+    size_t* out_count, char** out_error) {
+  *out_count = 0;
+  size_t need = launch->map_count ? launch->map_count : sources->payload_count;
+  if (need > capacity)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                                 "%zu descriptors for the launched image, "
+                                 "room for %zu",
+                                 need, capacity);
+  if (launch->map_count == 0) {
+    memcpy(out, sources->payload, need * sizeof *out);
+    *out_count = need;
+    return MAELYS_EXECUTOR_OK;
+  }
+  for (size_t i = 0; i < launch->map_count; i++) {
+    const maelys__fd_map_t* m = &launch->map[i];
+    int src = map_source(launch, sources, m);
+    if (src < 0)
+      return maelys__executor_fail(
+          out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+          "backend '%s' maps child fd %d to a descriptor that does not "
+          "exist",
+          backend, m->child_fd);
+    out[i] = (maelys__proc_fd_t){m->child_fd, src};
+  }
+  *out_count = need;
+  return MAELYS_EXECUTOR_OK;
 }

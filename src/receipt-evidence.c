@@ -158,6 +158,24 @@ maelys__receipt_chain_t* maelys__executor_chain(maelys_executor_t* executor,
   return c;
 }
 
+void maelys__executor_chain_join(maelys_executor_t* executor, const char* id) {
+  maelys__receipt_chain_t* c = maelys__executor_chain(executor, id, false);
+  if (c != NULL)
+    c->live++;
+}
+
+void maelys__executor_chain_link(maelys_executor_t* executor, const char* id,
+                                 const char* json) {
+  maelys__receipt_chain_t* c = maelys__executor_chain(executor, id, false);
+  if (c == NULL)
+    return;
+  c->live--;
+  if (json != NULL) {
+    c->sequence++;
+    maelys__executor_record_digest(json, c->previous);
+  }
+}
+
 void maelys__executor_evidence_dispose(maelys_executor_t* executor) {
   sodium_memzero(executor->receipt_key, sizeof executor->receipt_key);
   for (size_t i = 0; i < executor->chain_count; i++)

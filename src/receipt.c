@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,6 +317,33 @@ int maelys__executor_receipt_dir_open(const char* dir) {
     return r;
   }
   return fd;
+}
+
+/* What maelys__executor_receipt_dir_open would find, without creating
+ * anything: an existing directory must be writable and searchable; a missing
+ * one, its nearest existing ancestor (where mkdir_p would start). */
+int maelys__executor_receipt_dir_could_be_ready(const char* dir) {
+  char probe[PATH_MAX];
+  if (snprintf(probe, sizeof probe, "%s", dir) >= (int)sizeof probe)
+    return -ENAMETOOLONG;
+  for (;;) {
+    struct stat st;
+    /* Followed, as open() follows it. */
+    if (stat(probe, &st) == 0) {
+      if (!S_ISDIR(st.st_mode))
+        return -ENOTDIR;
+      return access(probe, W_OK | X_OK) != 0 ? -errno : 0;
+    }
+    if (errno != ENOENT)
+      return -errno;
+    char* slash = strrchr(probe, '/');
+    if (slash == NULL)
+      return -ENOENT;
+    if (slash == probe)
+      slash[1] = '\0';
+    else
+      *slash = '\0';
+  }
 }
 
 int maelys__executor_record_write(const char* dir, const char* id,

@@ -37,6 +37,9 @@ maelys_execution_request_create(maelys_execution_request_t** out_request,
   r->io_mode = MAELYS_EXEC_IO_CAPTURED;
   r->protocol_fd = -1;
   r->stderr_mode = MAELYS_EXEC_STDERR_INHERIT;
+  r->stdin_mode = MAELYS_EXEC_STDIN_PIPE;
+  r->terminal_rows = 24;
+  r->terminal_columns = 80;
   r->grace_ms = DEFAULT_GRACE_MS;
   r->force_ms = DEFAULT_FORCE_MS;
   *out_request = r;
@@ -208,7 +211,7 @@ maelys_execution_request_set_io_mode(maelys_execution_request_t* request,
                                      maelys_exec_io_mode_t mode, int child_fd,
                                      char** out_error) {
   CHECK_REQUEST(request, "maelys_execution_request_set_io_mode");
-  if (mode < MAELYS_EXEC_IO_CAPTURED || mode > MAELYS_EXEC_IO_INHERIT)
+  if (mode < MAELYS_EXEC_IO_CAPTURED || mode > MAELYS_EXEC_IO_TTY)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                                  "unknown io mode %d", (int)mode);
   if (mode == MAELYS_EXEC_IO_ISOLATED_DUPLEX) {
@@ -238,6 +241,33 @@ maelys_execution_request_set_stderr_mode(maelys_execution_request_t* request,
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                                  "unknown stderr mode %d", (int)mode);
   request->stderr_mode = mode;
+  return MAELYS_EXECUTOR_OK;
+}
+
+maelys_executor_result_t
+maelys_execution_request_set_stdin_mode(maelys_execution_request_t* request,
+                                        maelys_exec_stdin_mode_t mode,
+                                        char** out_error) {
+  CHECK_REQUEST(request, "maelys_execution_request_set_stdin_mode");
+  if (mode != MAELYS_EXEC_STDIN_PIPE && mode != MAELYS_EXEC_STDIN_NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                 "unknown stdin mode %d", (int)mode);
+  request->stdin_mode = mode;
+  return MAELYS_EXECUTOR_OK;
+}
+
+maelys_executor_result_t
+maelys_execution_request_set_terminal_size(maelys_execution_request_t* request,
+                                           unsigned rows, unsigned columns,
+                                           char** out_error) {
+  CHECK_REQUEST(request, "maelys_execution_request_set_terminal_size");
+  if (rows < 1 || rows > 65535 || columns < 1 || columns > 65535)
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+        "a terminal size is 1..65535 rows and columns (got %ux%u)", rows,
+        columns);
+  request->terminal_rows = rows;
+  request->terminal_columns = columns;
   return MAELYS_EXECUTOR_OK;
 }
 
@@ -336,6 +366,14 @@ maelys_execution_request_add_channel(maelys_execution_request_t* request,
                                   "child descriptor %d already has a channel",
                                   child_fd);
   }
+  /* The payload's descriptor layout has room for this many: one more is
+   * refused here rather than dropped at spawn. */
+  if (r == MAELYS_EXECUTOR_OK &&
+      request->channel_count >= MAELYS_EXECUTOR_MAX_CHANNELS)
+    r = maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
+                              "channel at child fd %d: a request carries at "
+                              "most %d channels",
+                              child_fd, MAELYS_EXECUTOR_MAX_CHANNELS);
   if (r == MAELYS_EXECUTOR_OK &&
       maelys__executor_reserve(
           (void**)&request->channels, &request->channel_capacity,
@@ -404,6 +442,20 @@ int maelys_execution_request_identity(const maelys_execution_request_t* request,
 const char* maelys_execution_request_receipt_dir(
     const maelys_execution_request_t* request) {
   return request ? request->receipt_dir : NULL;
+}
+
+maelys_exec_io_mode_t
+maelys_execution_request_io_mode(const maelys_execution_request_t* request) {
+  return request ? request->io_mode : MAELYS_EXEC_IO_CAPTURED;
+}
+
+void maelys_execution_request_terminal_size(
+    const maelys_execution_request_t* request, unsigned* out_rows,
+    unsigned* out_columns) {
+  if (out_rows != NULL)
+    *out_rows = request ? request->terminal_rows : 24;
+  if (out_columns != NULL)
+    *out_columns = request ? request->terminal_columns : 80;
 }
 
 maelys_executor_result_t

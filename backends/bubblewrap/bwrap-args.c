@@ -201,12 +201,15 @@ static const char* refused_source(const char* path) {
 
 /* A bind of `source` at `dest`: by descriptor, or staged for a privileged
  * host that drops to the sandbox uid (which must own what it may write, and
- * reach what it may read, through an idmapped clone). */
-static maelys_executor_result_t bind_source(builder_t* b, const char* what,
-                                            const char* source,
-                                            const char* dest, bool writable,
-                                            maelys_executor_missing_t missing,
-                                            int expect_kind) {
+ * reach what it may read, through an idmapped clone). `like_writable`: a
+ * read-only bind nested in a writable one is staged like its surroundings,
+ * so that its owner is the same one inside (git refuses a repository whose
+ * `.git` file has another owner than its working tree: "dubious
+ * ownership"). */
+static maelys_executor_result_t
+bind_source(builder_t* b, const char* what, const char* source,
+            const char* dest, bool writable, bool like_writable,
+            maelys_executor_missing_t missing, int expect_kind) {
   maelys__bwrap_source_t info;
   memset(&info, 0, sizeof info);
   bool skipped;
@@ -276,7 +279,8 @@ static maelys_executor_result_t bind_source(builder_t* b, const char* what,
                 expect_kind == MAELYS__BWRAP_DIRECTORY ? "recursive-directory"
                                                        : "literal-file");
   }
-  if (b->env->host_root && (writable || !info.world_accessible)) {
+  if (b->env->host_root &&
+      (writable || like_writable || !info.world_accessible)) {
     rs->close(rs->ctx, fd);
     int idx = add_stage(b, source, &info);
     if (idx < 0)
@@ -324,6 +328,19 @@ static bool covered(const maelys_executor_plan_t* plan, const char* path) {
     maelys_executor_plan_rule_get(plan, i, &r);
     if ((r.access == MAELYS_EXECUTOR_ACCESS_READ ||
          r.access == MAELYS_EXECUTOR_ACCESS_WRITE) &&
+        within(path, r.path))
+      return true;
+  }
+  return false;
+}
+
+/* Whether `path` lies strictly inside the path of a WRITE rule. */
+static bool inside_writable_rule(const maelys_executor_plan_t* plan,
+                                 const char* path) {
+  for (size_t i = 0; i < maelys_executor_plan_rule_count(plan); i++) {
+    maelys_executor_rule_view_t r;
+    maelys_executor_plan_rule_get(plan, i, &r);
+    if (r.access == MAELYS_EXECUTOR_ACCESS_WRITE && strcmp(r.path, path) != 0 &&
         within(path, r.path))
       return true;
   }
@@ -398,7 +415,8 @@ static maelys_executor_result_t mount(builder_t* b,
   case MAELYS_EXECUTOR_MOUNT_RO_BIND:
   case MAELYS_EXECUTOR_MOUNT_BIND:
     return bind_source(b, "bind source", m->source, m->destination,
-                       m->kind == MAELYS_EXECUTOR_MOUNT_BIND, m->missing, 0);
+                       m->kind == MAELYS_EXECUTOR_MOUNT_BIND, false, m->missing,
+                       0);
   case MAELYS_EXECUTOR_MOUNT_TMPFS:
     arg(b, "--size");
     argf(b, "%llu", (unsigned long long)m->size_bytes);
@@ -426,10 +444,32 @@ static maelys_executor_result_t mount(builder_t* b,
   return MAELYS_EXECUTOR_OK;
 }
 
+/* A terminal session: the sandbox's init makes the payload's terminal from
+ * the devpts instance of the plan's /dev (bwrap's --dev mounts a new one,
+ * with /dev/ptmx pointing into it), so a plan without one cannot have a
+ * terminal, and is refused rather than given any other. */
+static maelys_executor_result_t
+check_terminal(const maelys_executor_plan_t* plan, char** out_error) {
+  for (size_t i = 0; i < maelys_executor_plan_mount_count(plan); i++) {
+    maelys_executor_mount_view_t m;
+    maelys_executor_plan_mount_get(plan, i, &m);
+    if (m.kind == MAELYS_EXECUTOR_MOUNT_DEV &&
+        strcmp(m.destination, "/dev") == 0)
+      return MAELYS_EXECUTOR_OK;
+  }
+  return fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
+              "the plan mounts no /dev (a dev mount at /dev), so the sandbox "
+              "has no devpts instance to make the payload a pseudo-terminal "
+              "of its own from; a terminal of the host's never enters a "
+              "sandbox (invariant 21): add a dev mount at /dev, or run "
+              "without a terminal session");
+}
+
 /* Rejections that do not depend on the filesystem, so that a plan bubblewrap
  * cannot express is refused before anything is opened. */
 static maelys_executor_result_t
-check_expressible(const maelys_executor_plan_t* plan, char** out_error) {
+check_expressible(const maelys_executor_plan_t* plan, bool tty,
+                  char** out_error) {
   maelys_executor_network_t net = maelys_executor_plan_network(plan);
   if (net == MAELYS_EXECUTOR_NETWORK_MEDIATED)
     return fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
@@ -459,7 +499,33 @@ check_expressible(const maelys_executor_plan_t* plan, char** out_error) {
                                                              : "deny",
                   r.path);
   }
-  return MAELYS_EXECUTOR_OK;
+  return tty ? check_terminal(plan, out_error) : MAELYS_EXECUTOR_OK;
+}
+
+/* The init's descriptors: the status channel, the payload's stderr, the
+ * layout's limit and kept descriptors, and in a terminal session the
+ * rendezvous and the terminal's initial size. */
+static void init_descriptor_args(builder_t* b,
+                                 const maelys_execution_request_t* request) {
+  const maelys__bwrap_env_t* env = b->env;
+  cmd(b, "--status-fd");
+  cmdf(b, "%d", env->status_fd);
+  cmd(b, "--stderr-fd");
+  cmdf(b, "%d", env->stderr_fd);
+  cmd(b, "--limit");
+  cmdf(b, "%d", env->payload_fd_limit);
+  for (size_t i = 0; i < env->keep_count; i++) {
+    cmd(b, "--keep-fd");
+    cmdf(b, "%d", env->keep_fds[i]);
+  }
+  if (maelys_execution_request_io_mode(request) == MAELYS_EXEC_IO_TTY) {
+    unsigned rows = 0, columns = 0;
+    maelys_execution_request_terminal_size(request, &rows, &columns);
+    cmd(b, "--terminal-fd");
+    cmdf(b, "%d", env->terminal_fd);
+    cmd(b, "--terminal-size");
+    cmdf(b, "%ux%u", rows, columns);
+  }
 }
 
 static const char* const rlimit_names[] = {"",      "cpu",    "fsize",  "data",
@@ -472,7 +538,9 @@ maelys__bwrap_lower(const maelys_executor_plan_t* plan,
                     const maelys__bwrap_env_t* env,
                     maelys__bwrap_lowered_t* out, char** out_error) {
   memset(out, 0, sizeof *out);
-  maelys_executor_result_t res = check_expressible(plan, out_error);
+  maelys_executor_result_t res = check_expressible(
+      plan, maelys_execution_request_io_mode(request) == MAELYS_EXEC_IO_TTY,
+      out_error);
   if (res != MAELYS_EXECUTOR_OK)
     return res;
   builder_t b = {out, env, out_error, false};
@@ -566,6 +634,7 @@ maelys__bwrap_lower(const maelys_executor_plan_t* plan,
       continue;
     res = bind_source(&b, "rule path", r.path, r.path,
                       r.access == MAELYS_EXECUTOR_ACCESS_WRITE,
+                      inside_writable_rule(plan, r.path),
                       MAELYS_EXECUTOR_MISSING_FAIL,
                       r.scope == MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY
                           ? MAELYS__BWRAP_DIRECTORY
@@ -576,7 +645,7 @@ maelys__bwrap_lower(const maelys_executor_plan_t* plan,
     goto fail;
 
   res = bind_source(&b, "helper", env->helper_path, MAELYS__BWRAP_HELPER_DEST,
-                    false, MAELYS_EXECUTOR_MISSING_FAIL, -1);
+                    false, false, MAELYS_EXECUTOR_MISSING_FAIL, -1);
   if (res != MAELYS_EXECUTOR_OK)
     goto fail;
 
@@ -604,16 +673,7 @@ maelys__bwrap_lower(const maelys_executor_plan_t* plan,
   /* The command: the helper as pid 1, then the payload. */
   cmd(&b, MAELYS__BWRAP_HELPER_DEST);
   cmd(&b, "init");
-  cmd(&b, "--status-fd");
-  cmdf(&b, "%d", env->status_fd);
-  cmd(&b, "--stderr-fd");
-  cmdf(&b, "%d", env->stderr_fd);
-  cmd(&b, "--limit");
-  cmdf(&b, "%d", env->payload_fd_limit);
-  for (size_t i = 0; i < env->keep_count; i++) {
-    cmd(&b, "--keep-fd");
-    cmdf(&b, "%d", env->keep_fds[i]);
-  }
+  init_descriptor_args(&b, request);
   uint64_t tasks = 0;
   if (maelys_executor_plan_limit_get(plan, MAELYS_EXECUTOR_LIMIT_TASKS,
                                      &tasks) == 0) {

@@ -81,6 +81,9 @@ typedef struct maelys__bwrap_env {
   int seccomp_fd;     /* the BPF program */
   int json_status_fd; /* bwrap's --json-status-fd */
   int first_extra_fd; /* the first descriptor the lowering asks for */
+  /* The terminal rendezvous (MAELYS_BACKEND_FD_TERMINAL), used only when
+   * the request's io mode is MAELYS_EXEC_IO_TTY. */
+  int terminal_fd;
 } maelys__bwrap_env_t;
 
 /* A host path the child stages for a privileged host (see backend.h). */
@@ -121,5 +124,64 @@ maelys__bwrap_lower(const maelys_executor_plan_t* plan,
 void maelys__bwrap_lowered_dispose(maelys__bwrap_lowered_t* lowered,
                                    const maelys__bwrap_resolver_t* resolver,
                                    bool close_fds);
+
+/* ------------------------------------------------------------ the probe */
+
+/* The probe sandboxes of registration, run at once (bwrap-probe.c). */
+enum {
+  MAELYS__BWRAP_PROBE_MAIN,      /* namespaces, seccomp, mounts, the tree */
+  MAELYS__BWRAP_PROBE_EPHEMERAL, /* the ephemeral-write root */
+  MAELYS__BWRAP_PROBE_MEMORY,    /* the memory ceiling */
+  MAELYS__BWRAP_PROBE_RUNS
+};
+
+/* The main run's /tmp, the ephemeral run's scratch, the main run's task
+ * ceiling, the memory run's ceiling and what it touches. */
+#define MAELYS__BWRAP_PROBE_TMPFS_BYTES 65536
+#define MAELYS__BWRAP_PROBE_SCRATCH_BYTES 131072
+#define MAELYS__BWRAP_PROBE_TASKS 16
+#define MAELYS__BWRAP_PROBE_MEMORY_BYTES (UINT64_C(32) << 20)
+#define MAELYS__BWRAP_PROBE_ALLOC_MIB 128
+/* The main run prints it once its double-forked descendant is in place. */
+#define MAELYS__BWRAP_PROBE_MARKER "tree=ready"
+
+/* The host paths a probe step works on ("/" and "/tmp" are the sandbox's). */
+typedef enum maelys__bwrap_probe_path {
+  MAELYS__BWRAP_PROBE_PATH_NONE,
+  MAELYS__BWRAP_PROBE_PATH_ROOT,
+  MAELYS__BWRAP_PROBE_PATH_TMP,
+  MAELYS__BWRAP_PROBE_PATH_RW,      /* a writable bind */
+  MAELYS__BWRAP_PROBE_PATH_RO,      /* a read-only bind */
+  MAELYS__BWRAP_PROBE_PATH_RO_FILE, /* a file in it */
+  MAELYS__BWRAP_PROBE_PATH_SECRET,  /* a file in it the plan denies */
+  MAELYS__BWRAP_PROBE_PATH_COUNT
+} maelys__bwrap_probe_path_t;
+
+/* The helper's argv for probe run `run` ("helper", "probe", its steps), NULL
+ * terminated, with paths[] the host paths of the probe's directories
+ * (borrowed into argv). The count, or 0 when max is too small. */
+size_t maelys__bwrap_probe_argv(int run, const char* const* paths,
+                                const char** argv, size_t max);
+
+#define MAELYS__BWRAP_VERDICT_TEXTS 6
+
+/* What the probe's report proves. */
+typedef struct maelys__bwrap_verdict {
+  uint64_t proved;
+  /* Why each bit not proved is missing (NULL: not probed here), pointing to
+   * static text or into text[]. */
+  const char* reasons[64];
+  char text[MAELYS__BWRAP_VERDICT_TEXTS][1200];
+} maelys__bwrap_verdict_t;
+
+/* The pure verdict over the three runs' results, as if the runs had
+ * `assumed` (the capabilities the launch was prepared with). */
+void maelys__bwrap_probe_verdict(
+    const maelys_backend_probe_run_t* const runs[MAELYS__BWRAP_PROBE_RUNS],
+    uint64_t assumed, maelys__bwrap_verdict_t* out);
+
+/* Why a probe run gave no report, into out. */
+void maelys__bwrap_probe_run_failure(const maelys_backend_probe_run_t* run,
+                                     char* out, size_t size);
 
 #endif /* MAELYS_BWRAP_INTERNAL_H */

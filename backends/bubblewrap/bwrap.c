@@ -524,6 +524,80 @@ static void argv_dispose(argv_builder_t* a) {
   free(a->argv);
 }
 
+/* The most --keep-fd options the sandbox init takes (helper.c). */
+#define HELPER_KEEP_MAX 64
+
+/* The payload descriptors from 3 up, which the launcher keeps (every other
+ * one below `limit` it closes). A descriptor left out would be closed:
+ * refused, never dropped (invariants 1 and 5); so is one more than the
+ * sandbox init can keep, before anything starts. */
+static maelys_executor_result_t
+kept_payload_fds(const maelys_backend_launch_t* launch, int limit,
+                 int keep[MAELYS_BACKEND_PAYLOAD_FD_MAX], size_t* count,
+                 char** out_error) {
+  for (int fd = 3; fd < limit; fd++) {
+    if (!maelys_backend_launch_payload_fd_present(launch, fd))
+      continue;
+    if (*count == MAELYS_BACKEND_PAYLOAD_FD_MAX || *count == HELPER_KEEP_MAX)
+      return maelys_backend_fail(
+          out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
+          "bubblewrap: the payload has more than %d descriptors from 3 up "
+          "(its protocol descriptor and channels)",
+          HELPER_KEEP_MAX);
+    keep[(*count)++] = fd;
+  }
+  return MAELYS_EXECUTOR_OK;
+}
+
+/* The launcher's descriptors, which it hands on to bwrap: the payload
+ * layout with fd 2 replaced by the status channel (diagnostics of the
+ * launcher and of bwrap), then these, as offsets from the payload's
+ * descriptor limit. */
+typedef enum launcher_fd {
+  LAUNCHER_STDERR,      /* the payload's real stderr */
+  LAUNCHER_STATUS,      /* the sandbox init's status channel */
+  LAUNCHER_ARGS,        /* bwrap's arguments (--args), a sealed memfd */
+  LAUNCHER_SECCOMP,     /* the BPF (--seccomp), a sealed memfd */
+  LAUNCHER_JSON_STATUS, /* bwrap's --json-status-fd: a pipe the launcher
+                           makes here */
+  LAUNCHER_LIFELINE,    /* the lifeline: the launcher's alone */
+  LAUNCHER_EXEC,        /* bwrap itself, executed by the launcher */
+  /* In a terminal session (MAELYS_EXEC_IO_TTY) the terminal rendezvous, then
+   * the lowering's descriptors, in its order; without one they start here. */
+  LAUNCHER_TERMINAL
+} launcher_fd_t;
+
+/* The launcher's descriptor map: the payload layout below `limit` with fd 2
+ * replaced by the status channel, then the launcher's own (launcher_fd_t). */
+static maelys_executor_result_t
+map_launcher_fds(maelys_backend_launch_t* launch, int limit, bool tty,
+                 char** out_error) {
+  maelys_executor_result_t r = MAELYS_EXECUTOR_OK;
+  for (int c = 0; c < limit && r == MAELYS_EXECUTOR_OK; c++) {
+    if (c == 2)
+      r = maelys_backend_launch_map_fd(launch, 2, MAELYS_BACKEND_FD_STATUS, 0,
+                                       out_error);
+    else if (maelys_backend_launch_payload_fd_present(launch, c))
+      r = maelys_backend_launch_map_fd(launch, c, MAELYS_BACKEND_FD_PAYLOAD, c,
+                                       out_error);
+  }
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_backend_launch_map_fd(launch, limit + LAUNCHER_STDERR,
+                                     MAELYS_BACKEND_FD_PAYLOAD, 2, out_error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_backend_launch_map_fd(launch, limit + LAUNCHER_STATUS,
+                                     MAELYS_BACKEND_FD_STATUS, 0, out_error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_backend_launch_map_fd(launch, limit + LAUNCHER_LIFELINE,
+                                     MAELYS_BACKEND_FD_LIFELINE, 0, out_error);
+  /* The rendezvous goes through the launcher and bwrap to the sandbox's
+   * init, which sends the master of the terminal it makes back over it. */
+  if (r == MAELYS_EXECUTOR_OK && tty)
+    r = maelys_backend_launch_map_fd(launch, limit + LAUNCHER_TERMINAL,
+                                     MAELYS_BACKEND_FD_TERMINAL, 0, out_error);
+  return r;
+}
+
 static maelys_executor_result_t
 bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
               const maelys_execution_request_t* request,
@@ -538,27 +612,29 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
       maelys_execution_request_identity(request, &fixed_uid, &fixed_gid) == 0;
 
   int limit = maelys_backend_launch_payload_fd_limit(launch);
-  int keep[64];
+  int keep[MAELYS_BACKEND_PAYLOAD_FD_MAX];
   size_t keep_count = 0;
-  for (int fd = 3; fd < limit && keep_count < 64; fd++)
-    if (maelys_backend_launch_payload_fd_present(launch, fd))
-      keep[keep_count++] = fd;
+  maelys_executor_result_t r =
+      kept_payload_fds(launch, limit, keep, &keep_count, out_error);
+  if (r != MAELYS_EXECUTOR_OK)
+    return r;
   maelys__bwrap_devino_t protected_ids[2 * MAELYS__BWRAP_CHAIN_MAX];
   size_t protected_count = 0;
   for (size_t i = 0; i < st->bwrap.chain_len; i++)
     protected_ids[protected_count++] = st->bwrap.chain[i];
   for (size_t i = 0; i < st->helper.chain_len; i++)
     protected_ids[protected_count++] = st->helper.chain[i];
-  /* The launcher's descriptors, which it hands on to bwrap: the payload
-   * layout with fd 2 replaced by the status channel (diagnostics of the
-   * launcher and of bwrap), then, from the limit up: the payload's real
-   * stderr, the sandbox init's status channel, the args, the BPF, bwrap's
-   * JSON status (a pipe the launcher makes), the lifeline and bwrap itself
-   * (both the launcher's alone), and the lowering's extra descriptors. */
-  const int stderr_fd = limit, status_fd = limit + 1, args_fd = limit + 2,
-            seccomp_fd = limit + 3, json_fd = limit + 4,
-            lifeline_fd = limit + 5, exec_fd = limit + 6,
-            first_extra_fd = limit + 7;
+  const bool tty =
+      maelys_execution_request_io_mode(request) == MAELYS_EXEC_IO_TTY;
+  const int stderr_fd = limit + LAUNCHER_STDERR,
+            status_fd = limit + LAUNCHER_STATUS,
+            args_fd = limit + LAUNCHER_ARGS,
+            seccomp_fd = limit + LAUNCHER_SECCOMP,
+            json_fd = limit + LAUNCHER_JSON_STATUS,
+            lifeline_fd = limit + LAUNCHER_LIFELINE,
+            exec_fd = limit + LAUNCHER_EXEC,
+            terminal_fd = tty ? limit + LAUNCHER_TERMINAL : -1,
+            first_extra_fd = limit + LAUNCHER_TERMINAL + (tty ? 1 : 0);
   maelys__bwrap_env_t env = {
       .resolver = &real_resolver,
       .helper_path = st->helper.path,
@@ -576,10 +652,10 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
       .seccomp_fd = seccomp_fd,
       .json_status_fd = json_fd,
       .first_extra_fd = first_extra_fd,
+      .terminal_fd = terminal_fd,
   };
   maelys__bwrap_lowered_t low;
-  maelys_executor_result_t r =
-      maelys__bwrap_lower(plan, request, &env, &low, out_error);
+  r = maelys__bwrap_lower(plan, request, &env, &low, out_error);
   if (r != MAELYS_EXECUTOR_OK)
     return r;
 
@@ -643,23 +719,8 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
         MAELYS_EXECUTOR_OK)
       goto out;
   }
-  for (int c = 0; c < limit && r == MAELYS_EXECUTOR_OK; c++) {
-    if (c == 2)
-      r = maelys_backend_launch_map_fd(launch, 2, MAELYS_BACKEND_FD_STATUS, 0,
-                                       out_error);
-    else if (maelys_backend_launch_payload_fd_present(launch, c))
-      r = maelys_backend_launch_map_fd(launch, c, MAELYS_BACKEND_FD_PAYLOAD, c,
-                                       out_error);
-  }
   if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_backend_launch_map_fd(launch, stderr_fd,
-                                     MAELYS_BACKEND_FD_PAYLOAD, 2, out_error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_backend_launch_map_fd(launch, status_fd,
-                                     MAELYS_BACKEND_FD_STATUS, 0, out_error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_backend_launch_map_fd(launch, lifeline_fd,
-                                     MAELYS_BACKEND_FD_LIFELINE, 0, out_error);
+    r = map_launcher_fds(launch, limit, tty, out_error);
   if (r != MAELYS_EXECUTOR_OK)
     goto out;
 
@@ -772,9 +833,16 @@ static void bwrap_status_line(void* state, const char* line, size_t length,
       ev->kind = MAELYS_BACKEND_EVENT_LAUNCH_FAILED;
       snprintf(ev->step, sizeof ev->step, "%s", step);
       ev->error_number = v;
-      snprintf(ev->message, sizeof ev->message,
-               "the payload could not be started inside the sandbox: %s: %s",
-               step, strerror(v));
+      if (strcmp(step, "terminal") == 0)
+        snprintf(ev->message, sizeof ev->message,
+                 "the sandbox could not make the payload a pseudo-terminal of "
+                 "its own from its /dev/ptmx (its devpts instance): %s; a "
+                 "terminal of the host's never enters a sandbox",
+                 strerror(v));
+      else
+        snprintf(ev->message, sizeof ev->message,
+                 "the payload could not be started inside the sandbox: %s: %s",
+                 step, strerror(v));
     }
     return;
   }
@@ -783,14 +851,6 @@ static void bwrap_status_line(void* state, const char* line, size_t length,
 }
 
 /* --------------------------------------------------------------- probe */
-
-static bool has_line(const char* out, const char* line) {
-  size_t n = strlen(line);
-  for (const char* p = out; (p = strstr(p, line)) != NULL; p += n)
-    if ((p == out || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
-      return true;
-  return false;
-}
 
 /* The probe's host directories. Each registration makes a private one under
  * a parent where a later registration can sweep what a registration that
@@ -868,17 +928,47 @@ static void probe_prefix(char* out, size_t size) {
   snprintf(out, size, "maelys-probe-%u-", (unsigned)geteuid());
 }
 
-/* Sweeps this user's probe directories whose registration is gone: their
- * lock is free (or, for one that died before taking it, a minute old). */
+/* The start time of process `pid` (field 22 of /proc/PID/stat, clock ticks
+ * since boot), or 0 when it does not exist. With the pid it names a process
+ * for good: a pid reused later has another start time. */
+static unsigned long long process_start(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0)
+    return 0;
+  buf[n] = '\0';
+  const char* p = strrchr(buf, ')'); /* the command name may hold spaces */
+  unsigned long long start = 0;
+  for (int field = 2; p != NULL && *p != '\0'; p++)
+    if (*p == ' ' && ++field == 22) {
+      start = strtoull(p + 1, NULL, 10);
+      break;
+    }
+  return start;
+}
+
+/* Sweeps this user's probe directories whose registration is gone. A name
+ * carries its creator (maelys-probe-UID-PID-START-XXXXXX): the directory is
+ * stale once that process is dead, whatever instant it died at -- even
+ * between creating the directory and locking it, a window no lock can
+ * close. While the creator lives, a free lock (the registration finished
+ * without removing it) makes it stale too. Names without a creator (older
+ * versions) fall back to the lock, or a minute's age without one. */
 static void sweep_probe_dirs(const char* parent) {
   char prefix[64];
   probe_prefix(prefix, sizeof prefix);
+  size_t plen = strlen(prefix);
   DIR* d = opendir(parent);
   if (d == NULL)
     return;
   struct dirent* e;
   while ((e = readdir(d)) != NULL) {
-    if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+    if (strncmp(e->d_name, prefix, plen) != 0)
       continue;
     int dir = openat(dirfd(d), e->d_name,
                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -889,15 +979,15 @@ static void sweep_probe_dirs(const char* parent) {
       close(dir);
       continue;
     }
-    /* Its lock is free; or it has none yet (its registration died between
-     * mkdtemp and the lock) and the registration's pid, in its name, is
-     * gone; or it is a minute old. */
+    int pid = 0;
+    unsigned long long start = 0;
+    bool named = sscanf(e->d_name + plen, "%d-%llu-", &pid, &start) == 2 &&
+                 pid > 0 && start > 0;
+    bool creator_dead = named && process_start(pid) != start;
     int lock = openat(dir, ".lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    long owner = strtol(e->d_name + strlen(prefix), NULL, 10);
-    bool stale = lock >= 0 ? flock(lock, LOCK_EX | LOCK_NB) == 0
-                           : time(NULL) - st.st_mtime > 60 ||
-                                 (owner > 0 && kill((pid_t)owner, 0) != 0 &&
-                                  errno == ESRCH);
+    bool stale =
+        creator_dead || (lock >= 0 ? flock(lock, LOCK_EX | LOCK_NB) == 0
+                                   : !named && time(NULL) - st.st_mtime > 60);
     if (lock >= 0)
       close(lock);
     if (!stale) {
@@ -917,24 +1007,30 @@ static int make_probe_dirs(const bwrap_state_t* st, probe_dirs_t* d) {
   sweep_probe_dirs(parent);
   char prefix[64];
   probe_prefix(prefix, sizeof prefix);
-  snprintf(d->root, sizeof d->root, "%s/%s%d-XXXXXX", parent, prefix,
-           (int)getpid());
+  snprintf(d->root, sizeof d->root, "%s/%s%d-%llu-XXXXXX", parent, prefix,
+           (int)getpid(), process_start(getpid()));
   if (mkdtemp(d->root) == NULL) {
     d->root[0] = '\0';
     return -errno;
   }
-  /* The lock file gets its name only once it is locked: a concurrent
-   * registration's sweep that opened a just-created ".lock" before this one
-   * locked it took the directory for a dead registration's and removed it
-   * under this one ("creating the probe directories: ENOENT" in parallel
-   * test runs). Without a ".lock" a fresh directory is not stale. */
-  char lock[PATH_MAX + 8], fresh[PATH_MAX + 16];
+  char lock[PATH_MAX + 8];
   snprintf(lock, sizeof lock, "%s/.lock", d->root);
-  snprintf(fresh, sizeof fresh, "%s/.lock.new", d->root);
-  d->lock_fd = open(fresh, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX) != 0 ||
-      rename(fresh, lock) != 0)
-    return -errno;
+  /* The lock file appears already locked: made anonymous (O_TMPFILE),
+   * locked, then linked in. Created by name and then locked, another
+   * registration's sweep could take the free lock in between and remove a
+   * live directory (seen on a machine where several users' suites run). */
+  d->lock_fd = open(d->root, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (d->lock_fd >= 0) {
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", d->lock_fd);
+    if (flock(d->lock_fd, LOCK_EX) != 0 ||
+        linkat(AT_FDCWD, self, AT_FDCWD, lock, AT_SYMLINK_FOLLOW) != 0)
+      return -errno;
+  } else {
+    d->lock_fd = open(lock, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX) != 0)
+      return -errno;
+  }
   snprintf(d->rw, sizeof d->rw, "%s/rw", d->root);
   snprintf(d->ro, sizeof d->ro, "%s/ro", d->root);
   snprintf(d->ro_file, sizeof d->ro_file, "%s/ro/file", d->root);
@@ -962,20 +1058,8 @@ static void remove_probe_dirs(probe_dirs_t* d) {
   d->lock_fd = -1;
 }
 
-/* Run A's task ceiling, run C's memory ceiling and what run C allocates. */
-#define PROBE_TASKS 16
-#define PROBE_MEMORY_BYTES (UINT64_C(32) << 20)
-#define PROBE_ALLOC_MIB "128"
-
-typedef enum probe_kind {
-  PROBE_MAIN,
-  PROBE_EPHEMERAL,
-  PROBE_MEMORY
-} probe_kind_t;
-
-static maelys_executor_plan_t* probe_plan(const probe_dirs_t* d,
-                                          probe_kind_t kind) {
-  bool ephemeral = kind == PROBE_EPHEMERAL;
+static maelys_executor_plan_t* probe_plan(const probe_dirs_t* d, int kind) {
+  bool ephemeral = kind == MAELYS__BWRAP_PROBE_EPHEMERAL;
   maelys_executor_plan_t* p = NULL;
   if (maelys_executor_plan_create(&p, NULL) != MAELYS_EXECUTOR_OK)
     return NULL;
@@ -984,24 +1068,25 @@ static maelys_executor_plan_t* probe_plan(const probe_dirs_t* d,
           p,
           ephemeral ? MAELYS_EXECUTOR_ROOT_EPHEMERAL_WRITE
                     : MAELYS_EXECUTOR_ROOT_READONLY,
-          ephemeral ? 131072 : 0, NULL) == MAELYS_EXECUTOR_OK &&
+          ephemeral ? MAELYS__BWRAP_PROBE_SCRATCH_BYTES : 0,
+          NULL) == MAELYS_EXECUTOR_OK &&
       maelys_executor_plan_add_proc(p, "/proc", NULL) == MAELYS_EXECUTOR_OK &&
       maelys_executor_plan_add_dev(p, "/dev", NULL) == MAELYS_EXECUTOR_OK &&
-      maelys_executor_plan_add_tmpfs(p, "/tmp", 65536, NULL) ==
-          MAELYS_EXECUTOR_OK &&
+      maelys_executor_plan_add_tmpfs(p, "/tmp", MAELYS__BWRAP_PROBE_TMPFS_BYTES,
+                                     NULL) == MAELYS_EXECUTOR_OK &&
       maelys_executor_plan_set_network(p, MAELYS_EXECUTOR_NETWORK_NONE, NULL) ==
           MAELYS_EXECUTOR_OK &&
       maelys_executor_plan_set_process_tree_required(p, 1, NULL) ==
           MAELYS_EXECUTOR_OK;
-  if (ok && kind == PROBE_MAIN)
-    ok =
-        maelys_executor_plan_set_limit(p, MAELYS_EXECUTOR_LIMIT_TASKS,
-                                       PROBE_TASKS, NULL) == MAELYS_EXECUTOR_OK;
-  if (ok && kind == PROBE_MEMORY)
-    ok = maelys_executor_plan_set_limit(p, MAELYS_EXECUTOR_LIMIT_MEMORY,
-                                        PROBE_MEMORY_BYTES,
+  if (ok && kind == MAELYS__BWRAP_PROBE_MAIN)
+    ok = maelys_executor_plan_set_limit(p, MAELYS_EXECUTOR_LIMIT_TASKS,
+                                        MAELYS__BWRAP_PROBE_TASKS,
                                         NULL) == MAELYS_EXECUTOR_OK;
-  if (ok && kind == PROBE_MAIN)
+  if (ok && kind == MAELYS__BWRAP_PROBE_MEMORY)
+    ok = maelys_executor_plan_set_limit(p, MAELYS_EXECUTOR_LIMIT_MEMORY,
+                                        MAELYS__BWRAP_PROBE_MEMORY_BYTES,
+                                        NULL) == MAELYS_EXECUTOR_OK;
+  if (ok && kind == MAELYS__BWRAP_PROBE_MAIN)
     ok =
         maelys_executor_plan_add_rule(p, d->rw, MAELYS_EXECUTOR_ACCESS_WRITE,
                                       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY,
@@ -1033,25 +1118,13 @@ static maelys_execution_request_t* probe_request(const char* const* argv,
                                                NULL) != MAELYS_EXECUTOR_OK ||
       maelys_execution_request_set_stop_budget(r, 1000, 2000, NULL) !=
           MAELYS_EXECUTOR_OK ||
-      (ephemeral && maelys_execution_request_set_scratch_size(
-                        r, 131072, NULL) != MAELYS_EXECUTOR_OK)) {
+      (ephemeral &&
+       maelys_execution_request_set_scratch_size(
+           r, MAELYS__BWRAP_PROBE_SCRATCH_BYTES, NULL) != MAELYS_EXECUTOR_OK)) {
     maelys_execution_request_destroy(r);
     return NULL;
   }
   return r;
-}
-
-/* Why a probe run did not produce its report. */
-static char* run_failure(const maelys_backend_probe_run_t* run) {
-  if (!run->spawned)
-    return maelys_backend_asprintf("the probe sandbox could not start: %s",
-                                   run->spawn_error ? run->spawn_error : "");
-  if (run->outcome == MAELYS_EXEC_OUTCOME_LAUNCH_FAILED)
-    return maelys_backend_asprintf("the probe sandbox failed to set up: %s",
-                                   run->message);
-  return maelys_backend_asprintf(
-      "the probe sandbox ended without its report (%s)",
-      run->timed_out ? "timed out" : "no output");
 }
 
 /* Registration refuses everything, with `why`. */
@@ -1085,6 +1158,97 @@ static char* identity_range_conflict(const bwrap_state_t* st) {
   return NULL;
 }
 
+/* As root, what must hold before a probe sandbox runs: an identity range
+ * no one else uses (invariant 20) and the staging directory. Why not
+ * (caller frees), or NULL. */
+static char* root_preconditions(const bwrap_state_t* st) {
+  char* conflict = identity_range_conflict(st);
+  if (conflict != NULL)
+    return conflict;
+  if (mkdir(st->staging_dir, 0755) != 0 && errno != EEXIST)
+    return maelys_backend_asprintf(
+        "the staging directory '%s' cannot be created (%s): as uid 0 the "
+        "backend stages the sandbox's binds and keeps its identity locks "
+        "there; set 'staging_dir'",
+        st->staging_dir, strerror(errno));
+  return NULL;
+}
+
+/* The probe sandboxes' plans and requests, and their results. */
+typedef struct probe_set {
+  maelys_executor_plan_t* plans[MAELYS__BWRAP_PROBE_RUNS];
+  maelys_execution_request_t* requests[MAELYS__BWRAP_PROBE_RUNS];
+  maelys_backend_probe_run_t runs[MAELYS__BWRAP_PROBE_RUNS];
+} probe_set_t;
+
+/* (Re)builds the requests: a request's channels are consumed by a run. */
+static bool probe_requests(probe_set_t* set, const probe_dirs_t* dirs) {
+  const char* paths[MAELYS__BWRAP_PROBE_PATH_COUNT] = {
+      [MAELYS__BWRAP_PROBE_PATH_RW] = dirs->rw,
+      [MAELYS__BWRAP_PROBE_PATH_RO] = dirs->ro,
+      [MAELYS__BWRAP_PROBE_PATH_RO_FILE] = dirs->ro_file,
+      [MAELYS__BWRAP_PROBE_PATH_SECRET] = dirs->secret,
+  };
+  bool built = true;
+  for (int i = 0; i < MAELYS__BWRAP_PROBE_RUNS; i++) {
+    const char* argv[32];
+    maelys_execution_request_destroy(set->requests[i]);
+    set->requests[i] =
+        maelys__bwrap_probe_argv(i, paths, argv, 32) > 0
+            ? probe_request(argv, i == MAELYS__BWRAP_PROBE_EPHEMERAL)
+            : NULL;
+    built = built && set->plans[i] != NULL && set->requests[i] != NULL;
+  }
+  return built;
+}
+
+static void probe_set_dispose(probe_set_t* set) {
+  for (int i = 0; i < MAELYS__BWRAP_PROBE_RUNS; i++) {
+    maelys_backend_probe_run_dispose(&set->runs[i]);
+    maelys_execution_request_destroy(set->requests[i]);
+    maelys_executor_plan_destroy(set->plans[i]);
+  }
+}
+
+/* Runs every probe sandbox at once. An older bwrap refuses
+ * --disable-userns: then the runs go again without it, and that capability
+ * stays unproved with the reason. Why the main run gave no report after
+ * both tries (caller frees), or NULL; *assumed is what the runs assumed. */
+static char* run_probes(bwrap_state_t* st, probe_set_t* set,
+                        const probe_dirs_t* dirs, uint64_t* assumed,
+                        maelys_backend_probe_t* probe) {
+  *assumed = MAELYS_BACKEND_CAP_ALL;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    if (!probe_requests(set, dirs))
+      return strdup("out of memory building the probe");
+    maelys_backend_probe_run_t* list[MAELYS__BWRAP_PROBE_RUNS];
+    for (int i = 0; i < MAELYS__BWRAP_PROBE_RUNS; i++) {
+      maelys_backend_probe_run_dispose(&set->runs[i]);
+      maelys_backend_probe_run_init(&set->runs[i], set->plans[i],
+                                    set->requests[i]);
+      set->runs[i].timeout_ms = PROBE_TIMEOUT_MS;
+      list[i] = &set->runs[i];
+    }
+    /* The main run ends the way a host's death would: its lifeline is
+     * dropped once the double-forked descendant is in place, and
+     * everything must go. */
+    set->runs[MAELYS__BWRAP_PROBE_MAIN].marker = MAELYS__BWRAP_PROBE_MARKER;
+    set->runs[MAELYS__BWRAP_PROBE_MAIN].end_by_lifeline = true;
+    maelys_backend_probe_run(maelys_backend_bubblewrap(), st, *assumed, list,
+                             MAELYS__BWRAP_PROBE_RUNS, NULL);
+    if (set->runs[MAELYS__BWRAP_PROBE_MAIN].marker_seen)
+      return NULL;
+    char why[1200];
+    maelys__bwrap_probe_run_failure(&set->runs[MAELYS__BWRAP_PROBE_MAIN], why,
+                                    sizeof why);
+    if (attempt == 1)
+      return strdup(why);
+    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_DISABLE_USERNS, why);
+    *assumed &= ~MAELYS_BACKEND_CAP_DISABLE_USERNS;
+  }
+  return NULL;
+}
+
 static maelys_executor_result_t
 bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
   bwrap_state_t* st = state;
@@ -1097,25 +1261,12 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
     if (maelys__seccomp_baseline_build(i == 1, &st->bpf[i], &st->bpf_len[i],
                                        out_error) != 0)
       return MAELYS_EXECUTOR_ERR_UNSUPPORTED;
-  if (st->host_root) {
-    char* conflict = identity_range_conflict(st);
-    if (conflict != NULL) {
-      refuse_all(probe, conflict);
-      free(conflict);
-      return MAELYS_EXECUTOR_OK;
-    }
-    if (mkdir(st->staging_dir, 0755) != 0 && errno != EEXIST) {
-      char* why = maelys_backend_asprintf(
-          "the staging directory '%s' cannot be created (%s): as uid 0 the "
-          "backend stages the sandbox's binds and keeps its identity locks "
-          "there; set 'staging_dir'",
-          st->staging_dir, strerror(errno));
-      refuse_all(probe, why);
-      free(why);
-      return MAELYS_EXECUTOR_OK;
-    }
+  char* why = st->host_root ? root_preconditions(st) : NULL;
+  if (why != NULL) {
+    refuse_all(probe, why);
+    free(why);
+    return MAELYS_EXECUTOR_OK;
   }
-
   probe_dirs_t dirs;
   int dr = make_probe_dirs(st, &dirs);
   if (dr != 0) {
@@ -1124,272 +1275,39 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
                                "creating the probe directories: %s",
                                strerror(-dr));
   }
-  const char* argv_a[] = {
-      "helper", "probe",      "identity", "seccomp",   "net",   "userns",
-      "write",  "/",          "write",    dirs.rw,     "write", dirs.ro,
-      "read",   dirs.ro_file, "read",     dirs.secret, "fill",  "/tmp",
-      "65536",  "tasks",      "tree",     NULL};
-  /* The same argv order matters below: "write" lines come as /, rw, ro and
-   * "read" lines as the file, then the secret. Run B proves the
-   * ephemeral-write root, run C the memory ceiling; all run at once. */
-  const char* argv_b[] = {"helper", "probe", "write",  "/",
-                          "fill",   "/",     "131072", NULL};
-  const char* argv_c[] = {"helper", "probe", "alloc", PROBE_ALLOC_MIB, NULL};
-  const char* const* argvs[3] = {argv_a, argv_b, argv_c};
-  maelys_executor_plan_t* plans[3] = {probe_plan(&dirs, PROBE_MAIN),
-                                      probe_plan(&dirs, PROBE_EPHEMERAL),
-                                      probe_plan(&dirs, PROBE_MEMORY)};
-  maelys_execution_request_t* reqs[3];
-  for (int i = 0; i < 3; i++)
-    reqs[i] = probe_request(argvs[i], i == 1);
-  maelys_backend_probe_run_t runs[3];
-  memset(runs, 0, sizeof runs);
-  uint64_t assumed = MAELYS_BACKEND_CAP_ALL;
-  char* failure = NULL;
-  for (int attempt = 0; attempt < 2 && failure == NULL; attempt++) {
-    bool built = true;
-    for (int i = 0; i < 3; i++)
-      built = built && plans[i] != NULL && reqs[i] != NULL;
-    if (!built) {
-      failure = strdup("out of memory building the probe");
-      break;
-    }
-    /* Run A ends the way a host's death would: its lifeline is dropped once
-     * the double-forked descendant is in place, and everything must go. */
-    maelys_backend_probe_run_t* run_list[3];
-    for (int i = 0; i < 3; i++) {
-      maelys_backend_probe_run_init(&runs[i], plans[i], reqs[i]);
-      runs[i].timeout_ms = PROBE_TIMEOUT_MS;
-      run_list[i] = &runs[i];
-    }
-    runs[0].marker = "tree=ready";
-    runs[0].end_by_lifeline = true;
-    maelys_backend_probe_run(maelys_backend_bubblewrap(), st, assumed, run_list,
-                             3, NULL);
-    if (runs[0].marker_seen)
-      break;
-    char* why = run_failure(&runs[0]);
-    for (int i = 0; i < 3; i++) {
-      maelys_backend_probe_run_dispose(&runs[i]);
-      maelys_execution_request_destroy(reqs[i]);
-      reqs[i] = NULL;
-    }
-    memset(runs, 0, sizeof runs);
-    if (attempt == 1) {
-      failure = why;
-      break;
-    }
-    /* An older bwrap refuses --disable-userns: try without it, and keep
-     * that capability unproved. */
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_DISABLE_USERNS, why);
-    free(why);
-    assumed &= ~MAELYS_BACKEND_CAP_DISABLE_USERNS;
-    for (int i = 0; i < 3; i++)
-      reqs[i] = probe_request(argvs[i], i == 1);
-  }
-  for (int i = 0; i < 3; i++) {
-    maelys_executor_plan_destroy(plans[i]);
-    maelys_execution_request_destroy(reqs[i]);
-  }
-  maelys_backend_probe_run_t run = runs[0];
-
-  uint64_t proved = 0;
+  probe_set_t set;
+  memset(&set, 0, sizeof set);
+  for (int i = 0; i < MAELYS__BWRAP_PROBE_RUNS; i++)
+    set.plans[i] = probe_plan(&dirs, i);
+  uint64_t assumed;
+  char* failure = run_probes(st, &set, &dirs, &assumed, probe);
   if (failure != NULL) {
-    char* why = maelys_backend_asprintf(
+    why = maelys_backend_asprintf(
         "%s. If user namespaces are blocked (as in unprivileged containers), "
         "enable them (sysctl kernel.unprivileged_userns_clone=1, "
         "user.max_user_namespaces > 0) or run where they are allowed.",
         failure);
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_ALL, why);
-    maelys_backend_probe_diagnostic(probe, why);
+    refuse_all(probe, why ? why : failure);
     free(why);
     free(failure);
-    for (int i = 0; i < 3; i++)
-      maelys_backend_probe_run_dispose(&runs[i]);
-    remove_probe_dirs(&dirs);
-    return MAELYS_EXECUTOR_OK;
+  } else {
+    const maelys_backend_probe_run_t* runs[MAELYS__BWRAP_PROBE_RUNS];
+    for (int i = 0; i < MAELYS__BWRAP_PROBE_RUNS; i++)
+      runs[i] = &set.runs[i];
+    maelys__bwrap_verdict_t* v = malloc(sizeof *v);
+    if (v == NULL) {
+      refuse_all(probe, "out of memory reading the probe's report");
+    } else {
+      maelys__bwrap_probe_verdict(runs, assumed, v);
+      for (int b = 0; b < 64; b++)
+        if (!(v->proved & (UINT64_C(1) << b)) && v->reasons[b] != NULL)
+          maelys_backend_probe_missing(probe, UINT64_C(1) << b, v->reasons[b]);
+      maelys_backend_probe_prove(probe, v->proved);
+      free(v);
+    }
   }
-  const char* out = run.output;
-  /* The sandbox ran: its namespaces exist. The payload runs as pid 2 under
-   * the helper. */
-  proved |=
-      MAELYS_BACKEND_CAP_USER_NAMESPACE | MAELYS_BACKEND_CAP_MOUNT_NAMESPACE;
-  if (has_line(out, "pid=2"))
-    proved |= MAELYS_BACKEND_CAP_PID_NAMESPACE;
-  else
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_PID_NAMESPACE,
-                                 "the probe payload was not in a new pid "
-                                 "namespace");
-  bool seccomp = has_line(out, "seccomp=2");
-  if (seccomp)
-    proved |= MAELYS_BACKEND_CAP_SECCOMP;
-  else
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_SECCOMP,
-                                 "the seccomp filter was not in force in the "
-                                 "probe sandbox");
-  bool netns = has_line(out, "only_loopback=yes");
-  bool inet_denied = has_line(out, "inet=errno:1") && has_line(out, "unix=ok");
-  if (netns)
-    proved |= MAELYS_BACKEND_CAP_NETWORK_NAMESPACE;
-  else
-    maelys_backend_probe_missing(probe,
-                                 MAELYS_BACKEND_CAP_NETWORK_NAMESPACE |
-                                     MAELYS_BACKEND_CAP_NETWORK_NONE,
-                                 "the probe sandbox saw a network interface "
-                                 "other than loopback");
-  /* Invariant 9: NONE needs both halves, proved. */
-  if (netns && seccomp && inet_denied)
-    proved |= MAELYS_BACKEND_CAP_NETWORK_NONE;
-  else
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_NETWORK_NONE,
-                                 "an AF_INET socket was not refused with "
-                                 "EPERM inside the probe sandbox (seccomp "
-                                 "socket denial unproved); only the network "
-                                 "namespace holds");
-  if ((assumed & MAELYS_BACKEND_CAP_DISABLE_USERNS) &&
-      !has_line(out, "userns=ok"))
-    proved |= MAELYS_BACKEND_CAP_DISABLE_USERNS;
-  else if (has_line(out, "userns=ok"))
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_DISABLE_USERNS,
-                                 "the probe sandbox could create a user "
-                                 "namespace");
-  /* write lines: /, rw, ro; read lines: file, secret. */
-  const char* w = strstr(out, "write=");
-  const char* w2 = w ? strstr(w + 1, "write=") : NULL;
-  const char* w3 = w2 ? strstr(w2 + 1, "write=") : NULL;
-  const char* r1 = strstr(out, "read=");
-  const char* r2 = r1 ? strstr(r1 + 1, "read=") : NULL;
-  bool root_ro = w && strncmp(w, "write=errno:30", 14) == 0;
-  bool rw_ok = w2 && strncmp(w2, "write=ok", 8) == 0;
-  bool ro_ro = w3 && strncmp(w3, "write=errno:30", 14) == 0;
-  bool read_ok = r1 && strncmp(r1, "read=ok", 7) == 0;
-  bool deny_ok = r2 && strncmp(r2, "read=errno:13", 13) == 0;
-  if (root_ro)
-    proved |= MAELYS_BACKEND_CAP_ROOT_READONLY;
-  else
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_ROOT_READONLY,
-                                 "creating a file in the probe sandbox's / "
-                                 "did not fail with EROFS");
-  if (rw_ok)
-    proved |= MAELYS_BACKEND_CAP_FILESYSTEM_WRITE;
-  else
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_FILESYSTEM_WRITE,
-                                 "writing into a writable bind failed in the "
-                                 "probe sandbox");
-  if (read_ok && ro_ro)
-    proved |= MAELYS_BACKEND_CAP_FILESYSTEM_READ;
-  else
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_FILESYSTEM_READ,
-                                 "a read-only bind was not readable, or was "
-                                 "writable, in the probe sandbox");
-  if (deny_ok)
-    proved |= MAELYS_BACKEND_CAP_FILESYSTEM_DENY;
-  else
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_FILESYSTEM_DENY,
-                                 "a denied file was readable in the probe "
-                                 "sandbox");
-  long filled = -1;
-  int fill_err = 0;
-  const char* f = strstr(out, "fill=");
-  if (f != NULL)
-    sscanf(f, "fill=%ld:%d", &filled, &fill_err);
-  if (filled >= 0 && filled <= 65536 && fill_err == ENOSPC)
-    proved |= MAELYS_BACKEND_CAP_TMPFS_SIZE;
-  else
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_TMPFS_SIZE,
-                                 "a 64 KiB tmpfs accepted more than 64 KiB");
-  /* Invariants 8 and 22: once the lifeline was dropped (as a host's death
-   * drops it), stdout reached end-of-file, so the descendant that
-   * double-forked into its own session, which held it, was gone too: the
-   * launcher's death ends the whole tree, and a forced stop is that death. */
-  if (run.marker_seen && run.output_eof && !run.timed_out)
-    proved |= MAELYS_BACKEND_CAP_PROCESS_TREE;
-  else
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_PROCESS_TREE,
-                                 "a double-forked, setsid() descendant "
-                                 "outlived the end of the probe sandbox's "
-                                 "launcher");
-  /* The task ceiling: forks stopped with EAGAIN below it. */
-  int forked = -1, fork_err = 0;
-  const char* tk = strstr(out, "tasks=");
-  if (tk != NULL)
-    sscanf(tk, "tasks=%d:%d", &forked, &fork_err);
-  if (forked >= 0 && forked < PROBE_TASKS && fork_err == EAGAIN)
-    proved |= MAELYS_BACKEND_CAP_LIMIT_TASKS;
-  else
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_LIMIT_TASKS,
-                                 "a probe sandbox with a ceiling of 16 tasks "
-                                 "forked past it");
-  /* Namespaces, seccomp and the mounts are inherited by every descendant. */
-  if ((proved & MAELYS_BACKEND_CAP_SECCOMP) &&
-      (proved & MAELYS_BACKEND_CAP_PID_NAMESPACE))
-    proved |= MAELYS_BACKEND_CAP_PROCESS_CONFINEMENT;
-  else
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_PROCESS_CONFINEMENT,
-                                 "seccomp or the pid namespace is unproved");
-  bool no_caps = has_line(out, "caps=none");
-  bool root_unprivileged = run.root_uid > 0 && run.root_has_caps == 0;
-  if (no_caps && root_unprivileged)
-    proved |= MAELYS_BACKEND_CAP_UNPRIVILEGED;
-  else
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_UNPRIVILEGED,
-                                 no_caps ? "the sandbox's pid 1 ran as host "
-                                           "uid 0 or held a capability"
-                                         : "the probe payload held a "
-                                           "capability");
-  maelys_backend_probe_run_dispose(&run);
-
-  /* The ephemeral-write root: writable, and bounded by its scratch size. */
-  run = runs[1];
-  filled = -1;
-  fill_err = 0;
-  f = run.output ? strstr(run.output, "fill=") : NULL;
-  if (f != NULL)
-    sscanf(f, "fill=%ld:%d", &filled, &fill_err);
-  if (run.output && has_line(run.output, "write=ok") && filled >= 0 &&
-      filled <= 131072 && fill_err == ENOSPC)
-    proved |= MAELYS_BACKEND_CAP_ROOT_EPHEMERAL_WRITE;
-  else {
-    char* why =
-        run.output && has_line(run.output, "write=ok")
-            ? strdup("the ephemeral root accepted more than its scratch "
-                     "size")
-            : run_failure(&run);
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_ROOT_EPHEMERAL_WRITE,
-                                 why);
-    free(why);
-  }
-  maelys_backend_probe_run_dispose(&run);
-
-  /* The memory ceiling: the probe that touches 128 MiB under a 32 MiB
-   * ceiling is killed before it finishes. */
-  run = runs[2];
-  if (run.spawned && run.output != NULL &&
-      !has_line(run.output, "alloc=done:" PROBE_ALLOC_MIB) &&
-      run.outcome == MAELYS_EXEC_OUTCOME_SIGNALED && run.term_signal == SIGKILL)
-    proved |= MAELYS_BACKEND_CAP_LIMIT_MEMORY;
-  else {
-    char* why =
-        !run.spawned
-            ? maelys_backend_asprintf("memory: unbounded (%s)",
-                                      run.spawn_error ? run.spawn_error : "")
-        : run.output && has_line(run.output, "alloc=done:" PROBE_ALLOC_MIB)
-            ? strdup("a probe sandbox touched 128 MiB under a 32 MiB "
-                     "memory ceiling")
-            : run_failure(&run);
-    maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_LIMIT_MEMORY, why);
-    free(why);
-  }
-  maelys_backend_probe_run_dispose(&run);
+  probe_set_dispose(&set);
   remove_probe_dirs(&dirs);
-
-  maelys_backend_probe_missing(
-      probe,
-      MAELYS_BACKEND_CAP_NETWORK_MEDIATED_FD4 |
-          MAELYS_BACKEND_CAP_NETWORK_MEDIATED_EGRESS,
-      "the bubblewrap backend has no mediated network frontend; compose the "
-      "egress adapter in the host");
-  maelys_backend_probe_prove(probe, proved);
   return MAELYS_EXECUTOR_OK;
 }
 

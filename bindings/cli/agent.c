@@ -14,7 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "maelys/backend.h"
 #include "maelys/orchestrator.h"
+#include "protect.h"
 #include "warden.h"
 
 extern char** environ;
@@ -29,6 +31,7 @@ typedef struct agent_state {
   bool launch_failed;
   char message[2048];
   char receipt[PATH_MAX];
+  char execution_id[64];
   bool wall;
 } agent_state_t;
 
@@ -42,6 +45,8 @@ static void on_start(maelys_orchestrator_operation_t* op, maelys_execution_t* e,
                      void* data) {
   agent_state_t* st = data;
   (void)op;
+  snprintf(st->execution_id, sizeof st->execution_id, "%s",
+           maelys_execution_id(e));
   uv_stream_t* socket = NULL;
   maelys_execution_stream(e, MAELYS_EXEC_STREAM_PROTOCOL, &socket, NULL);
   st->relay = relay_start(st->loop, socket, false);
@@ -101,6 +106,87 @@ static const char* code_of(maelys_executor_result_t r) {
   }
 }
 
+static void report_finding(const char* line, void* data) {
+  (void)data;
+  fprintf(stderr, WARDEN_PROGRAM ": warning: %s\n", line);
+}
+
+static int refuse(cli_error_t* err, maelys_executor_result_t r, char* error) {
+  cli_fail(err, code_of(r), warden_hint_for(error), "%s",
+           error ? error : maelys_executor_result_name(r));
+  maelys_executor_error_free(error);
+  return -1;
+}
+
+/*
+ * The checks run makes, on the spec's plan: nothing of maelys-warden's own
+ * writable (invariant 18), spawn's checks before any placeholder is made
+ * (a workspace of /, /tmp or a home is refused before anything is created
+ * there), and what a workspace keeps from its payload (protect.h): with the
+ * workspace writable, git's hooks and configuration, .git and .maelys; with
+ * the network inherited, its secrets. The spec's plan is sealed, so the
+ * protected plan is a copy with the protections' rules added and sealed
+ * again; *plan becomes that copy. The placeholders are reserved last.
+ */
+static int protect_agent(const invocation_t* inv, maelys_executor_t* ex,
+                         maelys_executor_plan_t** plan,
+                         maelys_execution_request_t* req, const char* spec,
+                         const char* receipts, warden_protection_t* p,
+                         cli_error_t* err) {
+  char state[PATH_MAX];
+  if (warden_state_dir(inv, state, sizeof state, err) != 0)
+    return -1;
+  warden_protected_t own = {.count = 0};
+  warden_protect_defaults(&own, state, NULL);
+  warden_protect(&own, "the receipt directory", receipts);
+  warden_protect(&own, "the agent spec", spec);
+  if (warden_check_protected(*plan, &own, err) != 0)
+    return -1;
+  char* error = NULL;
+  maelys_executor_result_t r =
+      maelys_execution_request_set_receipt_dir(req, receipts, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_check(ex, *plan, req, &error);
+  if (r != MAELYS_EXECUTOR_OK)
+    return refuse(err, r, error);
+
+  const char* workspace = maelys_execution_request_cwd(req);
+  bool writable = false;
+  for (size_t i = 0; i < maelys_executor_plan_rule_count(*plan); i++) {
+    maelys_executor_rule_view_t rule;
+    if (maelys_executor_plan_rule_get(*plan, i, &rule) == 0 &&
+        workspace != NULL && strcmp(rule.path, workspace) == 0)
+      writable = rule.access == MAELYS_EXECUTOR_ACCESS_WRITE;
+  }
+  bool inherit =
+      maelys_executor_plan_network(*plan) == MAELYS_EXECUTOR_NETWORK_INHERIT;
+  const given_option_t* g = cli_option(inv, "--unprotect");
+  if (workspace == NULL ||
+      warden_protect_scan(p, workspace, writable, inherit,
+                          g ? (const char* const*)g->values : NULL,
+                          g ? g->count : 0, err) != 0)
+    return workspace == NULL ? cli_fail(err, "VALIDATION_FAILED", NULL,
+                                        "the spec's request has no workspace")
+                             : -1;
+  if (p->count == 0)
+    return 0;
+  maelys_executor_plan_t* protected = NULL;
+  if (warden_protect_sealed_plan(p, *plan, &protected, err) != 0)
+    return -1;
+  maelys_executor_plan_destroy(*plan);
+  *plan = protected;
+  /* Spawn's checks again, on the protected plan without its reserved
+   * names (which exist only once reserved). */
+  maelys_executor_plan_t* unreserved = NULL;
+  if (warden_protect_unreserved_plan(p, *plan, NULL, &unreserved, err) != 0)
+    return -1;
+  r = maelys_execution_check(ex, unreserved ? unreserved : *plan, req, &error);
+  maelys_executor_plan_destroy(unreserved);
+  if (r != MAELYS_EXECUTOR_OK)
+    return refuse(err, r, error);
+  return warden_protect_reserve(p, err);
+}
+
 int warden_agent(const invocation_t* inv) {
   cli_error_t err = {0};
   err.command = "agent";
@@ -111,6 +197,7 @@ int warden_agent(const invocation_t* inv) {
   maelys_executor_plan_t* plan = NULL;
   maelys_executor_t* ex = NULL;
   static agent_state_t st;
+  warden_protection_t protection = {0};
   char* error = NULL;
   char file[PATH_MAX], receipts[PATH_MAX];
   maelys_executor_result_t r = MAELYS_EXECUTOR_OK;
@@ -127,6 +214,13 @@ int warden_agent(const invocation_t* inv) {
              "%s", error ? error : "");
     goto fail;
   }
+  /* Authority is never taken from where an earlier sandbox wrote (the
+   * library refused any symbolic link on the way). */
+  if (warden_written_check("SPEC", file,
+                           "what defines a run's authority (a plan, policy, "
+                           "profile or spec) is never read from there",
+                           &err) != 0)
+    goto fail;
   if (maelys_orchestrator_spec_endpoint(spec) !=
       MAELYS_ORCHESTRATOR_ENDPOINT_DUPLEX_STDIO) {
     cli_fail(&err, "VALIDATION_FAILED",
@@ -135,7 +229,9 @@ int warden_agent(const invocation_t* inv) {
              "must be duplex-stdio");
     goto fail;
   }
-  if (warden_receipt_dir(inv, receipts, sizeof receipts, &err) != 0)
+  if (warden_receipt_dir(inv, receipts, sizeof receipts, &err) != 0 ||
+      warden_written_check("--receipt-dir", receipts,
+                           "receipts are never written there", &err) != 0)
     goto fail;
   if (maelys_orchestrator_spec_writes(spec, receipts)) {
     cli_fail(&err, "ACCESS_DENIED",
@@ -181,6 +277,14 @@ int warden_agent(const invocation_t* inv) {
     maelys_executor_string_free(why);
     goto fail;
   }
+  if (protect_agent(inv, ex, &plan, req, file, receipts, &protection, &err) !=
+      0)
+    goto fail;
+  if (trace)
+    for (size_t i = 0; i < protection.count; i++)
+      fprintf(stderr, "%s: protected %s (%s)\n", WARDEN_PROGRAM,
+              protection.items[i].path,
+              warden_protect_kind_name(protection.items[i].kind));
   if (warden_signing_start(inv, ex, plan, &err) != 0)
     goto fail;
   maelys_executor_plan_t* owned = plan;
@@ -196,6 +300,21 @@ int warden_agent(const invocation_t* inv) {
   maelys_orchestrator_operation_create("agent", req, &op, NULL);
   req = NULL;
   maelys_orchestrator_operation_set_start_cb(op, on_start, &st, NULL);
+  /* The receipt says what the agent's workspace kept from it. */
+  json_t* host =
+      json_pack("{s:o}", "protection", warden_protect_json(&protection));
+  char* host_text = host ? json_dumps(host, JSON_COMPACT) : NULL;
+  json_decref(host);
+  r = host_text ? maelys_orchestrator_operation_set_host_context(op, host_text,
+                                                                 &error)
+                : MAELYS_EXECUTOR_ERR_MEMORY;
+  free(host_text);
+  if (r != MAELYS_EXECUTOR_OK) {
+    maelys_orchestrator_operation_destroy(op);
+    cli_fail(&err, code_of(r), NULL, "the receipt's context: %s",
+             error ? error : maelys_executor_result_name(r));
+    goto fail;
+  }
   maelys_orchestrator_operation_set_wall_time(
       op, maelys_orchestrator_spec_wall_time_ms(spec), NULL);
   if (trace)
@@ -203,6 +322,16 @@ int warden_agent(const invocation_t* inv) {
             maelys_orchestrator_session_id(st.session),
             maelys_orchestrator_boundary_digest(
                 maelys_orchestrator_session_boundary(st.session)));
+  /* Remembered before anything runs, as run does: an authority file or
+   * receipt directory below what the agent may write is refused by every
+   * later run. */
+  if (warden_written_record(
+          maelys_orchestrator_boundary_plan(
+              maelys_orchestrator_session_boundary(st.session)),
+          &err) != 0) {
+    maelys_orchestrator_operation_destroy(op);
+    goto fail;
+  }
   r = maelys_orchestrator_session_run(st.session, op, on_result, &st, &error);
   if (r != MAELYS_EXECUTOR_OK) {
     cli_fail(&err, code_of(r), NULL, "%s", error ? error : "");
@@ -218,6 +347,10 @@ int warden_agent(const invocation_t* inv) {
   while (!st.ended || (st.relay != NULL && !relay_output_done(st.relay)))
     if (uv_run(loop, UV_RUN_ONCE) == 0 && st.ended)
       break;
+  /* Nothing of the agent runs any more: what it may have left where the
+   * host's tools look is checked now. */
+  warden_protect_audit(&protection, st.execution_id[0] ? st.execution_id : NULL,
+                       report_finding, NULL);
   if (st.wall)
     fprintf(stderr,
             "%s: the agent was stopped at its wall time (limits.wall_time_ms)"
@@ -248,6 +381,7 @@ int warden_agent(const invocation_t* inv) {
     relay_free(st.relay);
   uv_loop_close(loop);
   maelys_orchestrator_spec_destroy(spec);
+  warden_protection_free(&protection);
   return st.code;
 
 fail:
@@ -263,5 +397,6 @@ fail:
   maelys_execution_request_destroy(req);
   maelys_executor_plan_destroy(plan);
   maelys_orchestrator_spec_destroy(spec);
+  warden_protection_free(&protection);
   return 1;
 }

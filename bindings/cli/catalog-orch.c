@@ -62,23 +62,36 @@ static const option_def_t o_agent_receipt_dir = {
 static const option_def_t o_agent_trace = {
     .name = "--trace", .summary = "Trace the session on stderr."};
 
+static const option_def_t o_agent_unprotect = {
+    .name = "--unprotect",
+    .summary = "Drop a protection run would apply to the spec's workspace "
+               "(relative to it): .git/hooks, .git/config, .git, .maelys "
+               "when it is writable; .env*, .npmrc, .netrc, .git-credentials, "
+               ".aws, .ssh with the network inherited. Naming nothing "
+               "protected is refused.",
+    .arg_name = "PATH",
+    .kind = KIND_PATH,
+    .repeatable = true};
+
 static const option_def_t* const agent_options[] = {
-    &o_agent_receipt_dir, &warden_o_state_dir, &o_agent_trace, NULL};
+    &o_agent_receipt_dir, &warden_o_state_dir, &o_agent_trace,
+    &o_agent_unprotect, NULL};
 
 static const operand_def_t agent_operands[] = {
     {"SPEC",
      "The agent specification (maelys-agent-spec/1), in a file only "
-     "you or root can write.",
+     "you or root can write, outside anything a sandbox could write.",
      true, false, KIND_PATH, NULL}};
 
 static const example_def_t agent_examples[] = {
-    {LIST("agent", "codex.json"),
+    {LIST("agent", "~/codex.json"),
      "Run the agent the spec describes, relaying its stdio."}};
 
 const command_def_t warden_cmd_agent = {
     .id = "agent",
     .word = "agent",
-    .usage = "agent [--receipt-dir DIR] [--state-dir DIR] [--trace] SPEC",
+    .usage = "agent [--receipt-dir DIR] [--state-dir DIR] [--trace] "
+             "[--unprotect PATH]... SPEC",
     .purpose = "Run an agent from its approved specification, relaying its "
                "duplex stdio and writing signed, chained receipts.",
     .effect = "stream",
@@ -89,7 +102,12 @@ const command_def_t warden_cmd_agent = {
     .examples = agent_examples,
     .example_count = 1,
     .output_schema = "{\"type\":\"object\"}",
-    .details = "After the agent starts, stdout carries only its bytes and the "
-               "exit status is its own (128+N for signal N). Failures before "
-               "it starts are an envelope on stderr with exit status 1.",
+    .details =
+        "After the agent starts, stdout carries only its bytes and the "
+        "exit status is its own (128+N for signal N). Failures before "
+        "it starts are an envelope on stderr with exit status 1. The "
+        "spec's workspace is protected as run's is (PROTECTED PATHS in "
+        "maelys-warden(1)): with it writable, git's hooks and configuration, "
+        ".git and .maelys stay out of the agent's reach; with the "
+        "network inherited, its secrets are denied.",
 };

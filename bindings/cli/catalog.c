@@ -72,7 +72,8 @@ bool catalog_is_rendering_option(const char* name) {
 /* -------------------------------------------------- policy options */
 
 static const char* const network_choices[] = {"none", "inherit", NULL};
-static const char* const io_choices[] = {"isolated", "stdio", NULL};
+static const char* const io_choices[] = {"auto", "isolated", "stdio", NULL};
+static const char* const stdin_choices[] = {"auto", "null", NULL};
 
 static const option_def_t o_ro = {
     .name = "--ro",
@@ -89,11 +90,12 @@ static const option_def_t o_rw = {
 static const option_def_t o_plan = {
     .name = "--plan",
     .summary = "A JSON plan in the executor's vocabulary "
-               "(maelys-executor-plan/1) instead of a built-in profile.",
+               "(maelys-executor-plan/1, what 'plan' prints) instead of a "
+               "profile.",
     .arg_name = "FILE",
     .kind = KIND_PATH,
     .conflicts = LIST("--ro", "--rw", "--policy", "--allow-read", "--deny",
-                      "--network")};
+                      "--network", "--allow-write", "--home")};
 static const option_def_t o_policy = {
     .name = "--policy",
     .summary =
@@ -102,8 +104,8 @@ static const option_def_t o_policy = {
         "Warden Policy adapter (when this program was built with it).",
     .arg_name = "FILE",
     .kind = KIND_PATH,
-    .conflicts =
-        LIST("--ro", "--rw", "--plan", "--allow-read", "--deny", "--network")};
+    .conflicts = LIST("--ro", "--rw", "--plan", "--allow-read", "--deny",
+                      "--network", "--allow-write", "--home")};
 static const option_def_t o_mediator = {
     .name = "--mediator",
     .summary = "The trusted mediator id a --policy with mediated network "
@@ -118,6 +120,32 @@ static const option_def_t o_policy_temp = {
     .arg_name = "DIR",
     .kind = KIND_PATH,
     .requires = LIST("--policy")};
+static const option_def_t o_profile = {
+    .name = "--profile",
+    .summary = "A named profile (maelys-warden-profile/1): NAME.json from "
+               "$XDG_CONFIG_HOME/maelys/profiles (default ~/.config), else "
+               "from the system profile directory. Options given on the line "
+               "add to its lists and override its single values.",
+    .arg_name = "NAME",
+    .kind = KIND_STRING,
+    .pattern = "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"};
+static const option_def_t o_allow_write = {
+    .name = "--allow-write",
+    .summary = "Also make PATH writable (refused as a writable workspace "
+               "would be: the root, /tmp, your home, the system trees, "
+               "maelys-warden's own files).",
+    .arg_name = "PATH",
+    .kind = KIND_PATH,
+    .repeatable = true,
+    .conflicts = LIST("--plan", "--policy")};
+static const option_def_t o_home = {
+    .name = "--home",
+    .summary = "A persistent private directory bound writable as HOME "
+               "(created 0700 when missing; yours and writable by nobody "
+               "else; never your home, the workspace or around it).",
+    .arg_name = "DIR",
+    .kind = KIND_PATH,
+    .conflicts = LIST("--plan", "--policy")};
 static const option_def_t o_workspace = {
     .name = "--workspace",
     .summary = "The workspace directory (the payload's working directory).",
@@ -140,12 +168,28 @@ static const option_def_t o_deny = {
     .conflicts = LIST("--plan")};
 static const option_def_t o_network = {
     .name = "--network",
-    .summary = "Network access of a built-in profile.",
+    .summary = "Network access. inherit also binds what names and TLS "
+               "need (resolv.conf, hosts, nsswitch.conf, the CA stores) and "
+               "passes SSL_CERT_FILE, SSL_CERT_DIR, NODE_EXTRA_CA_CERTS and "
+               "REQUESTS_CA_BUNDLE when set, with their files.",
     .arg_name = "MODE",
     .kind = KIND_CHOICE,
     .choices = network_choices,
     .default_text = "none",
     .conflicts = LIST("--plan")};
+
+static const option_def_t o_unprotect = {
+    .name = "--unprotect",
+    .summary = "Drop a protection the built-in profile applies (relative to "
+               "the workspace): .git/hooks, .git/config, .git, .maelys in a "
+               "writable workspace; .env*, .npmrc, .netrc, .git-credentials, "
+               ".aws, .ssh with --network inherit. PATH removes every "
+               "protection at or below it; naming nothing protected is "
+               "refused.",
+    .arg_name = "PATH",
+    .kind = KIND_PATH,
+    .repeatable = true,
+    .conflicts = LIST("--plan", "--policy")};
 
 static const option_def_t o_plan_digest = {
     .name = "--plan-digest",
@@ -256,20 +300,49 @@ static const option_def_t o_verbose_trace = {
 static const option_def_t o_io = {
     .name = "--io",
     .summary =
+        "auto: a terminal session when stdin and stdout are terminals (the "
+        "payload gets a pseudo-terminal of its own), plain stdio otherwise "
+        "(its stdout to stdout, its stderr to stderr, stdin relayed); "
         "isolated: the protocol socket at the payload's fd 3, its stdin "
         "/dev/null and its stdout joined to stderr; stdio: one socket as "
         "its stdin and stdout (stock stdio MCP servers).",
     .arg_name = "MODE",
     .kind = KIND_CHOICE,
     .choices = io_choices,
-    .default_text = "isolated"};
+    .default_text = "auto"};
+static const option_def_t o_tty = {
+    .name = "--tty",
+    .summary = "With --io auto: a terminal session even when stdin or stdout "
+               "is not a terminal.",
+    .conflicts = LIST("--no-tty")};
+static const option_def_t o_no_tty = {
+    .name = "--no-tty",
+    .summary = "With --io auto: plain stdio even on a terminal (a terminal "
+               "stdin is then not read: the payload's stdin is /dev/null).",
+    .conflicts = LIST("--tty")};
+static const option_def_t o_stdin = {
+    .name = "--stdin",
+    .summary = "With --io auto: null gives the payload /dev/null as stdin and "
+               "leaves this process's stdin unread; auto relays it (a "
+               "terminal only in a terminal session).",
+    .arg_name = "MODE",
+    .kind = KIND_CHOICE,
+    .choices = stdin_choices,
+    .default_text = "auto"};
+static const option_def_t o_allow_clipboard = {
+    .name = "--allow-clipboard",
+    .summary = "In a terminal session, let the payload's clipboard escape "
+               "sequences (OSC 52) reach the terminal (dropped by default)."};
 
 static const option_def_t* const run_options[] = {&o_ro,
                                                   &o_rw,
+                                                  &o_profile,
                                                   &o_plan,
                                                   &o_workspace,
                                                   &o_allow_read,
+                                                  &o_allow_write,
                                                   &o_deny,
+                                                  &o_home,
                                                   &o_network,
                                                   &o_env,
                                                   &o_pass_env,
@@ -281,6 +354,10 @@ static const option_def_t* const run_options[] = {&o_ro,
                                                   &o_quiet,
                                                   &o_verbose_trace,
                                                   &o_io,
+                                                  &o_tty,
+                                                  &o_no_tty,
+                                                  &o_stdin,
+                                                  &o_allow_clipboard,
                                                   &warden_o_state_dir,
                                                   &o_plan_digest,
                                                   &o_tasks,
@@ -292,6 +369,7 @@ static const option_def_t* const run_options[] = {&o_ro,
                                                   &o_policy,
                                                   &o_mediator,
                                                   &o_policy_temp,
+                                                  &o_unprotect,
                                                   NULL};
 
 static const operand_def_t run_operands[] = {
@@ -302,38 +380,48 @@ static const operand_def_t run_operands[] = {
     {"ARG", "Its arguments, verbatim.", false, true, KIND_STRING, NULL},
 };
 
-static const constraint_def_t policy_constraints[] = {
-    {"exactly-one", LIST("--ro", "--rw", "--plan", "--policy")},
-};
-
 static const constraint_def_t run_constraints[] = {
-    {"exactly-one", LIST("--ro", "--rw", "--plan", "--policy")},
+    {"exactly-one", LIST("--ro", "--rw", "--profile", "--plan", "--policy")},
     {"at-most-one", LIST("--trace", "--quiet")},
     {"requires", LIST("--verbose-trace", "--trace")},
 };
 
 static const example_def_t run_examples[] = {
     {LIST("run", "--rw", "--", "/usr/bin/make", "test"),
-     "Run make in the current directory, which it may write."},
+     "Run make in the current directory, which it may write (pipe its "
+     "output as usual: | tee log)."},
+    {LIST("run", "--rw", "--", "bash", "-i"),
+     "From a terminal: an interactive shell on a terminal of its own in the "
+     "sandbox (job control, full-screen programs)."},
     {LIST("run", "--ro", "--io", "stdio", "--", "/usr/bin/python3",
           "server.py"),
      "Run a stdio MCP server that may only read the workspace."},
-    {LIST("run", "--plan", "plan.json", "--wall-time", "10m", "--", "agent"),
-     "Run an agent under a plan file, for at most ten minutes."},
+    {LIST("run", "--plan", "~/agent-plan.json", "--wall-time", "10m", "--",
+          "./agent"),
+     "Run an agent under a plan file (kept where no sandbox writes), for "
+     "at most ten minutes."},
+    {LIST("run", "--profile", "claude-code", "--", "claude"),
+     "Run Claude Code with its shipped profile: the workspace writable, the "
+     "network inherited, a persistent home."},
+    {LIST("run", "--rw", "--allow-write", "../build", "--home",
+          "~/maelys-homes/tool", "--", "/usr/bin/make"),
+     "Also write ../build, and keep a home between runs."},
 };
 
 static const command_def_t cmd_run = {
     .id = "run",
     .word = "run",
     .usage =
-        "run (--ro | --rw | --plan FILE [--plan-digest DIGEST] | --policy "
-        "FILE [--mediator ID] [--policy-temp DIR]) [--workspace "
-        "DIR] [--allow-read PATH]... [--deny PATH]... [--network MODE] "
+        "run (--ro | --rw | --profile NAME | --plan FILE [--plan-digest "
+        "DIGEST] | --policy FILE [--mediator ID] [--policy-temp DIR]) "
+        "[--workspace DIR] [--allow-read PATH]... [--allow-write PATH]... "
+        "[--deny PATH]... [--unprotect PATH]... [--home DIR] [--network MODE] "
         "[--tasks N] [--memory SIZE] [--cpu-time DURATION] [--open-files N] "
         "[--file-size SIZE] [--env NAME=VALUE]... [--pass-env NAME]... "
         "[--backend NAME] [--wall-time DURATION] [--grace DURATION] "
         "[--receipt-dir DIR] [--state-dir DIR] [--trace [--verbose-trace] | "
-        "--quiet] [--io MODE] [--raw-output] -- PROGRAM [ARG...]",
+        "--quiet] [--io MODE] [--tty | --no-tty] [--stdin MODE] "
+        "[--allow-clipboard] [--raw-output] -- PROGRAM [ARG...]",
     .purpose = "Run a program confined by a sealed plan, relaying its stdio "
                "and writing its receipt.",
     .effect = "stream",
@@ -344,69 +432,139 @@ static const command_def_t cmd_run = {
     .constraints = run_constraints,
     .constraint_count = 3,
     .examples = run_examples,
-    .example_count = 3,
+    .example_count = 6,
     .output_schema = "{\"type\":\"object\"}",
     .details =
         "After the program starts, stdout carries only the program's bytes "
         "and the exit status is the program's (128+N when it died of signal "
         "N). Failures before it starts are an envelope on stderr with exit "
         "status 1. SIGINT, SIGTERM and SIGHUP stop it gracefully, then by "
-        "force after --grace.",
+        "force after --grace. "
+        "With --io auto (the default) and a terminal as stdin and stdout, "
+        "the program gets a pseudo-terminal of its own, made inside the "
+        "sandbox (tty, job control and full-screen programs work; the "
+        "operator's terminal never enters): the terminal is put in raw "
+        "mode, so Ctrl-C and Ctrl-Z reach the program's foreground job, "
+        "window size changes follow, TERM is passed, escape sequences pass "
+        "except clipboard "
+        "writes (OSC 52, unless --allow-clipboard), and however the run "
+        "ends the terminal's mode is restored and the modes the program "
+        "left set (alternate screen, mouse reporting, bracketed paste, "
+        "hidden cursor) are reset. In the background (not the terminal's "
+        "foreground job) the terminal is neither read nor changed. "
+        "Otherwise its stdout and stderr are relayed to stdout and stderr "
+        "and stdin to its stdin, with backpressure and end-of-file passed "
+        "on; a terminal stdin is not read outside a terminal session.",
 };
 
 /* ---------------------------------------------------------- plan, probe */
 
+static const option_def_t o_explain = {
+    .name = "--explain",
+    .summary = "A human summary of the plan: what the program may read and "
+               "write, what is protected and denied, the network, the "
+               "limits and the backend."};
+
+/* plan takes every option of run (so that any run line becomes its dry run
+ * by changing the word), and --explain. tests/cli/test_dryrun.py checks that
+ * no option of run is missing here. */
 static const option_def_t* const plan_options[] = {&o_ro,
                                                    &o_rw,
+                                                   &o_profile,
                                                    &o_plan,
                                                    &o_workspace,
                                                    &o_allow_read,
+                                                   &o_allow_write,
                                                    &o_deny,
+                                                   &o_home,
                                                    &o_network,
+                                                   &o_env,
+                                                   &o_pass_env,
+                                                   &o_backend,
+                                                   &o_wall_time,
+                                                   &o_grace,
+                                                   &o_receipt_dir,
+                                                   &o_trace,
+                                                   &o_quiet,
+                                                   &o_verbose_trace,
+                                                   &o_io,
+                                                   &o_tty,
+                                                   &o_no_tty,
+                                                   &o_stdin,
+                                                   &o_allow_clipboard,
+                                                   &warden_o_state_dir,
                                                    &o_plan_digest,
                                                    &o_tasks,
                                                    &o_memory,
                                                    &o_cpu_time,
                                                    &o_open_files,
                                                    &o_file_size,
-                                                   &o_receipt_dir,
-                                                   &warden_o_state_dir,
+                                                   &o_raw_output,
                                                    &o_policy,
                                                    &o_mediator,
                                                    &o_policy_temp,
-                                                   &o_backend,
+                                                   &o_unprotect,
+                                                   &o_explain,
                                                    NULL};
+
+static const operand_def_t plan_operands[] = {
+    {"PROGRAM",
+     "The program run would start (optional: when given, it is looked up "
+     "as run looks it up).",
+     false, false, KIND_STRING, NULL},
+    {"ARG", "Its arguments.", false, true, KIND_STRING, NULL},
+};
 
 static const example_def_t plan_examples[] = {
     {LIST("plan", "--rw", "--deny", "/etc/ssl/private"),
      "Show the sealed read-write profile with one path denied, and its "
      "digest."},
+    {LIST("plan", "--profile", "node-mcp"),
+     "Print the plan of the shipped node-mcp profile: redirected to a file, "
+     "it is what run --plan reads."},
+    {LIST("plan", "--explain", "--rw", "--network", "inherit", "--",
+          "/usr/bin/make", "test"),
+     "Check a run line without running it, and summarise what it allows."},
 };
 
 static const command_def_t cmd_plan = {
     .id = "plan",
     .word = "plan",
-    .usage = "plan (--ro | --rw | --plan FILE [--plan-digest DIGEST] | "
-             "--policy FILE [--mediator ID] [--policy-temp DIR]) "
-             "[--workspace DIR] [--allow-read PATH]... [--deny PATH]... "
-             "[--network MODE] [--tasks N] [--memory SIZE] [--cpu-time "
-             "DURATION] [--open-files N] [--file-size SIZE] [--receipt-dir "
-             "DIR] [--state-dir DIR] [--backend NAME]",
-    .purpose = "Build and seal the plan run would use, and print it with its "
-               "digest, without running anything.",
+    .usage = "plan [--explain] RUN-OPTIONS [-- PROGRAM [ARG...]]",
+    .purpose = "A dry run of run: make every check run makes and fail exactly "
+               "when run would, then print the sealed plan (its text "
+               "rendering is a plan file --plan accepts) or, with --explain, "
+               "a summary, running nothing.",
     .effect = "read",
     .output_mode = "json-envelope",
     .options = plan_options,
-    .constraints = policy_constraints,
-    .constraint_count = 1,
+    .operands = plan_operands,
+    .operand_count = 2,
+    .constraints = run_constraints,
+    .constraint_count = 3,
     .examples = plan_examples,
-    .example_count = 1,
+    .example_count = 3,
+    .details =
+        "plan takes run's options, and run's program when given. It makes "
+        "the checks run makes before it starts anything: the workspace and "
+        "every path (no symbolic link, no system tree or shared directory "
+        "made writable, nothing of maelys-warden's own), the receipt and "
+        "state directories, the backend's proved capabilities and its own "
+        "preparation of the sandbox. It reserves and releases the same "
+        "placeholders run would, and leaves nothing else behind. Its plan "
+        "member is a maelys-executor-plan/1 document: 'maelys-warden plan "
+        "--ro --format jsonl --field plan > ~/agent-plan.json' writes one "
+        "that '--plan ~/agent-plan.json' loads (a plan file is refused where "
+        "a sandbox could have written it: not in a workspace that was "
+        "writable).",
     .output_schema =
         "{\"type\":\"object\",\"required\":[\"digest\",\"plan\","
-        "\"required_capabilities\"],\"properties\":{\"digest\":{\"type\":"
+        "\"required_capabilities\",\"backend\",\"protection\"],"
+        "\"properties\":{\"digest\":{\"type\":"
         "\"string\",\"pattern\":\"^sha256:[0-9a-f]{64}$\"},\"plan\":{\"type\":"
         "\"object\"},\"required_capabilities\":{\"type\":\"array\",\"items\":{"
-        "\"type\":\"string\"}}}}",
+        "\"type\":\"string\"}},\"backend\":{\"type\":\"string\"},"
+        "\"protection\":{\"type\":\"object\"}}}",
 };
 
 static const option_def_t* const no_options[] = {NULL};
@@ -557,6 +715,8 @@ const char* const warden_invariants[] = {
     "Closed environment: the payload sees exactly the request's environment.",
     "Descriptors 0-2 per io mode, 3 the protocol socket in isolated mode, "
     "nothing else.",
+    "No terminal of the operator's enters the sandbox: a terminal session "
+    "gives the program a fresh pseudo-terminal of its own and relays it.",
     "The relay transports bytes and never parses or buffers protocol frames "
     "beyond a bounded window.",
     "Receipts are written outside anything the sandbox can write.",

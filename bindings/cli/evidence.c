@@ -225,8 +225,15 @@ static int read_key(const char* given, char out[80], cli_error_t* err) {
     text[n] = '\0';
     text[strcspn(text, " \r\n")] = '\0';
   }
-  snprintf(out, 80, "%s%.71s", strncmp(text, "ed25519:", 8) ? "ed25519:" : "",
-           text);
+  /* "ed25519:" and 64 hex digits, whichever way it came; the library refuses
+   * any other length (a longer text is cut to 79, never to 72). */
+  if (strncmp(text, "ed25519:", 8) == 0) {
+    size_t n = strnlen(text, 79);
+    memcpy(out, text, n);
+    out[n] = '\0';
+  } else {
+    snprintf(out, 80, "ed25519:%.64s", text);
+  }
   return 0;
 }
 
@@ -247,10 +254,12 @@ int warden_verify(const invocation_t* inv) {
              r == MAELYS_EXECUTOR_ERR_DENIED     ? "VERIFICATION_FAILED"
              : r == MAELYS_EXECUTOR_ERR_ARGUMENT ? "VALIDATION_FAILED"
                                                  : "IO_FAILED",
-             r == MAELYS_EXECUTOR_ERR_DENIED
-                 ? "The named file, or one the chain needs at that point, was "
-                   "modified, removed or signed by another key."
-                 : NULL,
+             r != MAELYS_EXECUTOR_ERR_DENIED ? NULL
+             : error != NULL && strstr(error, "no receipt in it") != NULL
+                 ? "Name receipt files or a receipt directory that holds "
+                   "some ('maelys-warden receipts' lists yours)."
+                 : "The named file, or one the chain needs at that point, was "
+                   "modified, removed or signed by another key.",
              "%s", error ? error : maelys_executor_result_name(r));
     maelys_executor_error_free(error);
     maelys_executor_string_free(report);

@@ -392,11 +392,13 @@ static int check_line(invocation_t* inv, cli_error_t* err) {
     required += cmd->operands[i].required;
     variadic = variadic || cmd->operands[i].variadic;
   }
-  if (inv->operand_count < required)
-    return cli_fail(err, "VALIDATION_FAILED",
-                    "Run 'maelys-warden help COMMAND_ID' for its usage.",
-                    "%s needs %s", cmd->id,
+  if (inv->operand_count < required) {
+    char hint[256];
+    snprintf(hint, sizeof hint, "Run 'maelys-warden help %s' for its usage.",
+             cmd->id);
+    return cli_fail(err, "VALIDATION_FAILED", hint, "%s needs %s", cmd->id,
                     cmd->operands[inv->operand_count].name);
+  }
   if (!variadic && inv->operand_count > cmd->operand_count)
     return cli_fail(err, "VALIDATION_FAILED", NULL,
                     "%s takes %zu operand(s), got %zu ('%s')", cmd->id,

@@ -71,7 +71,7 @@ int warden_absolute(const char* path, char* out, size_t size) {
  * below a bound directory stays connectable (a read-only bind does not stop
  * connect()), so a readable directory may hold none within two levels. The
  * socket found, into `found`, or "". */
-static void find_socket(int dir, const char* prefix, int depth, char* found,
+void warden_find_socket(int dir, const char* prefix, int depth, char* found,
                         size_t size) {
   DIR* d = fdopendir(dir);
   if (d == NULL) {
@@ -93,7 +93,7 @@ static void find_socket(int dir, const char* prefix, int depth, char* found,
       char next[PATH_MAX];
       snprintf(next, sizeof next, "%.3000s/%.255s", prefix, e->d_name);
       if (sub >= 0)
-        find_socket(sub, next, depth - 1, found, size);
+        warden_find_socket(sub, next, depth - 1, found, size);
     }
   }
   closedir(d);
@@ -136,6 +136,10 @@ int warden_profile_plan(const warden_policy_t* policy,
   /* The minimal runtime (the library's list: executor.h). */
   if (r == MAELYS_EXECUTOR_OK)
     r = maelys_executor_plan_add_minimal_runtime(plan, &error);
+  /* An inherited network resolves names and verifies TLS (netfiles.c). */
+  if (r == MAELYS_EXECUTOR_OK && policy->network_inherit &&
+      warden_network_files(plan, err) != 0)
+    goto fail;
   /* Without namespaces nothing can be mounted: no procfs of the sandbox's
    * own, no private /tmp holding HOME; the host's devices are granted one
    * by one. */
@@ -167,7 +171,7 @@ int warden_profile_plan(const warden_policy_t* policy,
       char sock[PATH_MAX] = "";
       int dir = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (dir >= 0)
-        find_socket(dir, path, 2, sock, sizeof sock);
+        warden_find_socket(dir, path, 2, sock, sizeof sock);
       if (sock[0] != '\0') {
         cli_fail(err, "ACCESS_DENIED",
                  "Allow a directory that holds no socket, or the files you "
@@ -189,6 +193,9 @@ int warden_profile_plan(const warden_policy_t* policy,
       goto fail;
     }
   }
+  /* --allow-write, --home and the CA files (profiles.c, netfiles.c). */
+  if (warden_extras_plan(policy, plan, err) != 0)
+    goto fail;
   for (size_t i = 0; i < policy->deny_count; i++) {
     char path[PATH_MAX];
     struct stat st;
@@ -204,6 +211,10 @@ int warden_profile_plan(const warden_policy_t* policy,
       goto fail;
     }
   }
+  /* What the workspace keeps from its payload (protect.c), after the
+   * caller's own rules: a path the caller ruled keeps the caller's rule. */
+  if (warden_protect_profile(policy, plan, err) != 0)
+    goto fail;
   r = maelys_executor_plan_set_network(plan,
                                        policy->network_inherit
                                            ? MAELYS_EXECUTOR_NETWORK_INHERIT
@@ -262,8 +273,10 @@ int warden_file_plan(warden_policy_t* policy, maelys_executor_plan_t** out,
     r = maelys_executor_plan_seal(plan, &error);
   if (r != MAELYS_EXECUTOR_OK) {
     cli_fail(err, "PROTOCOL_FAILED",
-             "Write the plan in the maelys-executor-plan/1 format ('maelys-"
-             "warden plan --rw --field plan' prints one).",
+             "Write the plan in the maelys-executor-plan/1 format: "
+             "'maelys-warden plan --ro --format jsonl --field plan > "
+             "~/agent-plan.json' writes one that --plan loads (keep plan "
+             "files where no sandbox writes).",
              "--plan '%s': %s", policy->plan_file, error ? error : "invalid");
     maelys_executor_error_free(error);
     maelys_executor_plan_destroy(plan);
@@ -307,6 +320,14 @@ int warden_policy_from(const invocation_t* inv, warden_policy_t* policy,
     policy->deny = (const char* const*)g->values;
     policy->deny_count = g->count;
   }
+  g = cli_option(inv, "--unprotect");
+  if (g) {
+    policy->unprotect = (const char* const*)g->values;
+    policy->unprotect_count = g->count;
+  }
+  policy->protection = calloc(1, sizeof *policy->protection);
+  if (policy->protection == NULL)
+    return cli_fail(err, "UNEXPECTED", NULL, "out of memory");
   policy->plan_digest = cli_value(inv, "--plan-digest");
   struct stat st;
   if (warden_workspace_path(cli_value(inv, "--workspace"), policy->workspace,
@@ -339,12 +360,22 @@ int warden_policy_from(const invocation_t* inv, warden_policy_t* policy,
       return cli_fail(err, "VALIDATION_FAILED", NULL,
                       "%s must be %s above zero", limits[i].option,
                       limits[i].what);
-  return 0;
+  return warden_extras_from(inv, policy, err);
 }
 
 int warden_build_plan(warden_policy_t* policy, maelys_executor_plan_t** out,
                       cli_error_t* err) {
   if (policy->plan_file != NULL)
-    return warden_file_plan(policy, out, err);
+    return warden_file_plan(policy, out, err) != 0 ||
+                   warden_protect_from_plan(policy->protection, *out, err) != 0
+               ? -1
+               : 0;
   return warden_profile_plan(policy, out, err);
+}
+
+void warden_policy_dispose(warden_policy_t* policy) {
+  if (policy->protection != NULL)
+    warden_protection_free(policy->protection);
+  free(policy->protection);
+  policy->protection = NULL;
 }

@@ -284,7 +284,9 @@ static int load_records(const invocation_t* inv, records_t* out,
     snprintf(r->name, sizeof r->name, "%s", e->d_name);
   }
   closedir(d);
-  qsort(out->items, out->count, sizeof *out->items, by_start);
+  /* No records: items is NULL, which qsort() must never be given. */
+  if (out->count > 1)
+    qsort(out->items, out->count, sizeof *out->items, by_start);
   return 0;
 }
 
@@ -547,12 +549,13 @@ int warden_receipts(const invocation_t* inv) {
     if (grown == NULL)
       break;
     files = grown;
-    snprintf(files[count].name, sizeof files[count].name, "%s", e->d_name);
+    memcpy(files[count].name, e->d_name, len + 1); /* len < its size */
     files[count++].mtime = st.st_mtim;
   }
   if (d != NULL)
     closedir(d);
-  qsort(files, count, sizeof *files, newest_first);
+  if (count > 1) /* files is NULL when none matched */
+    qsort(files, count, sizeof *files, newest_first);
   int r;
   if (want != NULL) {
     json_t* doc =

@@ -1,13 +1,20 @@
 /*
- * The byte relay between maelys-warden's stdio and the payload's socket.
+ * The byte relays between maelys-warden's stdio and the payload.
  *
- * It transports bytes and never looks at them (invariant 12). Each direction
- * reads 64 KiB at a time and stops reading while its destination holds more
- * than RELAY_HIGH_WATER unwritten bytes, resuming below RELAY_LOW_WATER: the
- * relay never buffers without bound (invariant 16), however fast one side
- * and slow the other. Regular files and character devices (/dev/null), which
- * cannot be polled, are read and written through libuv's file operations,
- * one chunk at a time.
+ * A relay is a set of directions, each from one end to another: this
+ * process's stdin, stdout and stderr, and the payload's side (the protocol
+ * socket, its stdin, stdout and stderr pipes, the master of its terminal).
+ * Bytes are transported as they are (invariant 12), except where a
+ * direction writes to a terminal: outside a terminal session the payload's
+ * control characters are made visible and inert there (invariant 21), and
+ * in a session a filter drops clipboard access (term-filter.c).
+ *
+ * Each direction reads 64 KiB at a time and stops reading while its
+ * destination holds more than RELAY_HIGH_WATER unwritten bytes, resuming
+ * below RELAY_LOW_WATER: the relay never buffers without bound (invariant
+ * 16), however fast one side and slow the other. Regular files and
+ * character devices (/dev/null), which cannot be polled, are read and
+ * written through libuv's file operations, one chunk at a time.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,11 +23,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "term-filter.h"
 #include "warden.h"
 
 #define RELAY_CHUNK (64 * 1024)
 #define RELAY_HIGH_WATER (1024 * 1024)
 #define RELAY_LOW_WATER (256 * 1024)
+#define RELAY_ENDS 6
+#define RELAY_DIRECTIONS 4
 
 typedef enum end_kind { END_NONE, END_STREAM, END_FILE } end_kind_t;
 
@@ -42,13 +52,16 @@ typedef struct direction {
   struct relay* relay;
   end_t* src;
   end_t* dst;
+  relay_direction_options_t options;
   bool reading;
-  bool paused;
+  bool paused; /* backpressure: the destination is full */
+  bool held;   /* relay_hold: not read until released */
   bool src_eof;
   bool finished;
   bool failed;
-  bool is_output; /* socket -> stdout */
   size_t pending;
+  bool after_c2; /* inert: the last byte was 0xC2, a C1 control may follow */
+  int last_byte; /* the last byte read, -1 before any */
   /* file operations, one chunk in flight */
   uv_fs_t read_req;
   uv_fs_t write_req;
@@ -65,7 +78,7 @@ typedef struct chunk {
   char data[];
 } chunk_t;
 
-/* Chunks kept for reuse: enough for both directions at their high-water
+/* Chunks kept for reuse: enough for two directions at their high-water
  * mark. Freeing each chunk after its write let glibc trim the heap and the
  * next read fault the pages in again: page faults were a tenth of the
  * relay's time (perf), and reusing chunks took the relay from 0.37-0.44x
@@ -74,27 +87,24 @@ typedef struct chunk {
 
 struct relay {
   uv_loop_t* loop;
-  end_t in, out, sock;
-  direction_t up;   /* stdin -> socket */
-  direction_t down; /* socket -> stdout */
+  end_t ends[RELAY_ENDS];
+  size_t end_count;
+  direction_t dirs[RELAY_DIRECTIONS];
+  size_t dir_count;
   size_t peak;
   bool closing;
   chunk_t* pool;
   size_t pooled;
-  /* stdout is a terminal outside a terminal session: the payload's control
-   * characters are made visible and inert (invariant 21). */
-  bool inert;
-  bool after_c2; /* the last byte was 0xC2: a C1 control may follow */
 };
 
 /* "\xHH" for C0 controls but tab and newline, DEL and the C1 controls (UTF-8
  * 0xC2 0x80..0x9F); `out` holds 6 * n bytes. */
-static size_t make_inert(relay_t* r, const char* in, size_t n, char* out) {
+static size_t make_inert(direction_t* d, const char* in, size_t n, char* out) {
   size_t o = 0;
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)in[i];
-    if (r->after_c2) {
-      r->after_c2 = false;
+    if (d->after_c2) {
+      d->after_c2 = false;
       if (c >= 0x80 && c <= 0x9f) {
         o += (size_t)snprintf(out + o, 7, "\\u%04x", c);
         continue;
@@ -102,7 +112,7 @@ static size_t make_inert(relay_t* r, const char* in, size_t n, char* out) {
       out[o++] = (char)0xc2;
     }
     if (c == 0xc2) {
-      r->after_c2 = true;
+      d->after_c2 = true;
       continue;
     }
     if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
@@ -139,12 +149,16 @@ static void dir_pump(direction_t* d);
 static void dir_finish(direction_t* d);
 
 static void track(relay_t* r) {
-  size_t q = r->up.pending + r->down.pending;
+  size_t q = 0;
+  for (size_t i = 0; i < r->dir_count; i++)
+    q += r->dirs[i].pending;
   if (q > r->peak)
     r->peak = q;
 }
 
-static void open_end(relay_t* r, end_t* e, int fd, bool readable) {
+/* ---------------------------------------------------------------- ends */
+
+static void open_end(relay_t* r, end_t* e, int fd) {
   e->fd = fd;
   e->saved_flags = fcntl(fd, F_GETFL);
   if (e->saved_flags < 0) {
@@ -153,7 +167,7 @@ static void open_end(relay_t* r, end_t* e, int fd, bool readable) {
   }
   switch (uv_guess_handle(fd)) {
   case UV_TTY:
-    if (uv_tty_init(r->loop, &e->h.tty, fd, readable) == 0) {
+    if (uv_tty_init(r->loop, &e->h.tty, fd, 0) == 0) {
       e->kind = END_STREAM;
       e->stream = (uv_stream_t*)&e->h.tty;
       e->owned = true;
@@ -189,6 +203,52 @@ static void open_end(relay_t* r, end_t* e, int fd, bool readable) {
   e->kind = END_FILE; /* anything else: plain reads and writes */
 }
 
+static void close_end(end_t* e) {
+  if (e->closed)
+    return;
+  e->closed = true;
+  if (e->owned && e->stream != NULL) {
+    /* Leave the descriptor's flags as we found them (a shared pipe or a
+     * terminal outlives us). libuv never closes descriptors 0 to 2. */
+    if (e->saved_flags >= 0)
+      fcntl(e->fd, F_SETFL, e->saved_flags);
+    uv_close((uv_handle_t*)e->stream, NULL);
+  } else if (e->kind == END_FILE) {
+    close(e->fd);
+  }
+}
+
+relay_t* relay_new(uv_loop_t* loop) {
+  relay_t* r = calloc(1, sizeof *r);
+  if (r != NULL)
+    r->loop = loop;
+  return r;
+}
+
+int relay_end_fd(relay_t* r, int fd) {
+  if (r->end_count >= RELAY_ENDS)
+    return -1;
+  end_t* e = &r->ends[r->end_count];
+  open_end(r, e, fd);
+  return (int)r->end_count++;
+}
+
+int relay_end_stream(relay_t* r, uv_stream_t* stream) {
+  if (r->end_count >= RELAY_ENDS || stream == NULL)
+    return -1;
+  end_t* e = &r->ends[r->end_count];
+  e->kind = END_STREAM;
+  e->stream = stream;
+  e->saved_flags = -1;
+  uv_fileno((uv_handle_t*)stream, &e->fd);
+  return (int)r->end_count++;
+}
+
+bool relay_end_is_terminal(const relay_t* r, int end) {
+  const end_t* e = &r->ends[end];
+  return e->kind == END_STREAM && e->stream->type == UV_TTY;
+}
+
 /* ------------------------------------------------------------ writing */
 
 static void on_stream_written(uv_write_t* req, int status) {
@@ -198,10 +258,16 @@ static void on_stream_written(uv_write_t* req, int status) {
   chunk_put(d->relay, c);
   if (status < 0 && !d->failed) {
     d->failed = true;
-    if (d->is_output) {
-      /* stdout is gone: make the payload's writes fail instead of filling
-       * the socket forever. */
+    if (d->options.output) {
+      /* The destination is gone: make the payload's writes fail instead of
+       * filling its side forever (a socket's read side is shut, a pipe of
+       * ours closed). */
       shutdown(d->src->fd, SHUT_RD);
+      if (d->src->owned && d->reading)
+        uv_read_stop(d->src->stream);
+      d->reading = false;
+      if (d->src->owned)
+        close_end(d->src);
     }
   }
   if (d->failed || (d->src_eof && d->pending == 0)) {
@@ -232,8 +298,11 @@ static void on_file_written(uv_fs_t* req) {
   if (n < 0) {
     d->failed = true;
     d->pending = 0;
-    if (d->is_output)
+    if (d->options.output) {
       shutdown(d->src->fd, SHUT_RD);
+      if (d->src->owned)
+        close_end(d->src);
+    }
     dir_finish(d);
     return;
   }
@@ -253,10 +322,13 @@ static void on_file_written(uv_fs_t* req) {
 static void deliver_bytes(direction_t* d, char* data, size_t len, chunk_t* c);
 
 /* Sends `len` bytes of `data` (owned by a chunk when from a stream read) to
- * the destination; to an inert terminal, in chunks of what they become. */
+ * the destination, through the direction's transformation: in chunks of
+ * what they become. */
 static void deliver(direction_t* d, char* data, size_t len, chunk_t* c) {
-  if (!d->is_output || !d->relay->inert || d->failed ||
-      d->dst->kind == END_NONE) {
+  relay_transform_t t = d->options.transform;
+  if (len > 0)
+    d->last_byte = (unsigned char)data[len - 1];
+  if (t == RELAY_AS_IS || d->failed || d->dst->kind == END_NONE) {
     deliver_bytes(d, data, len, c);
     return;
   }
@@ -265,16 +337,33 @@ static void deliver(direction_t* d, char* data, size_t len, chunk_t* c) {
     abort();
   memcpy(copy, data, len);
   chunk_put(d->relay, c);
-  char out[6 * 1024];
-  for (size_t off = 0; off < len; off += 1024) {
-    size_t n = len - off < 1024 ? len - off : 1024;
-    deliver_bytes(d, out, make_inert(d->relay, copy + off, n, out), NULL);
+  if (t == RELAY_INERT) {
+    char out[6 * 1024];
+    for (size_t off = 0; off < len; off += 1024) {
+      size_t n = len - off < 1024 ? len - off : 1024;
+      deliver_bytes(d, out, make_inert(d, copy + off, n, out), NULL);
+    }
+  } else {
+    char out[4096 + TERM_FILTER_SLACK];
+    for (size_t off = 0; off < len; off += 4096) {
+      size_t n = len - off < 4096 ? len - off : 4096;
+      size_t m = term_filter_feed(d->options.filter, copy + off, n, out);
+      /* What undoes the modes is brought up to date before the bytes that
+       * set them are written: a fatal signal in between then undoes a mode
+       * the terminal has not seen yet (harmless), never misses one it has
+       * (seen under load: a SIGQUIT right after the output left nothing to
+       * write). */
+      if (d->options.on_filtered != NULL)
+        d->options.on_filtered(d->options.on_filtered_data);
+      if (m > 0)
+        deliver_bytes(d, out, m, NULL);
+    }
   }
   free(copy);
 }
 
 static void deliver_bytes(direction_t* d, char* data, size_t len, chunk_t* c) {
-  if (d->failed || d->dst->kind == END_NONE) {
+  if (d->failed || d->dst->kind == END_NONE || d->dst->closed) {
     chunk_put(d->relay, c);
     return;
   }
@@ -304,7 +393,7 @@ static void deliver_bytes(direction_t* d, char* data, size_t len, chunk_t* c) {
         uv_read_stop(d->src->stream);
       d->reading = false;
       d->paused = true;
-    } else if (d->src->kind == END_FILE) {
+    } else if (d->src->kind == END_FILE && !d->src_eof) {
       /* A file source reads one chunk per request: ask for the next (the
        * chunk was copied, so the file buffer is free again). */
       dir_pump(d);
@@ -332,8 +421,9 @@ static void deliver_bytes(direction_t* d, char* data, size_t len, chunk_t* c) {
 /* ------------------------------------------------------------ reading */
 
 static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) {
+  direction_t* d = h->data;
   (void)suggested;
-  chunk_t* c = chunk_get(h->data);
+  chunk_t* c = chunk_get(d->relay);
   if (c == NULL) {
     *buf = uv_buf_init(NULL, 0);
     return;
@@ -341,13 +431,8 @@ static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) {
   *buf = uv_buf_init(c->data, RELAY_CHUNK);
 }
 
-static direction_t* direction_of(uv_stream_t* s) {
-  relay_t* r = s->data;
-  return s == r->in.stream ? &r->up : &r->down;
-}
-
 static void on_stream_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
-  direction_t* d = direction_of(s);
+  direction_t* d = s->data;
   chunk_t* c =
       buf->base ? (chunk_t*)(buf->base - offsetof(chunk_t, data)) : NULL;
   if (n > 0) {
@@ -357,7 +442,8 @@ static void on_stream_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
   chunk_put(d->relay, c);
   if (n == 0)
     return;
-  /* End of file (or an error, which ends the direction the same way). */
+  /* End of file, or an error (a terminal's master answers EIO once no
+   * process holds its slave), which ends the direction the same way. */
   uv_read_stop(s);
   d->reading = false;
   d->src_eof = true;
@@ -381,10 +467,10 @@ static void on_file_read(uv_fs_t* req) {
 
 static void dir_pump(direction_t* d) {
   d->paused = false;
-  if (d->src_eof || d->failed || d->reading || d->relay->closing)
+  if (d->src_eof || d->failed || d->reading || d->held || d->relay->closing)
     return;
   if (d->src->kind == END_STREAM) {
-    d->src->stream->data = d->relay;
+    d->src->stream->data = d;
     if (uv_read_start(d->src->stream, on_alloc, on_stream_read) == 0)
       d->reading = true;
     else {
@@ -410,23 +496,6 @@ static void dir_pump(direction_t* d) {
 
 /* ---------------------------------------------------------- finishing */
 
-static void close_end(end_t* e) {
-  if (e->closed)
-    return;
-  e->closed = true;
-  if (e->owned && e->stream != NULL) {
-    /* Leave the descriptor's flags as we found them (a shared pipe or a
-     * terminal outlives us). */
-    if (e->saved_flags >= 0)
-      fcntl(e->fd, F_SETFL, e->saved_flags);
-    if (e->kind == END_STREAM && e->stream->type == UV_TTY)
-      uv_tty_reset_mode();
-    uv_close((uv_handle_t*)e->stream, NULL);
-  } else if (e->kind == END_FILE) {
-    close(e->fd);
-  }
-}
-
 static void on_shutdown(uv_shutdown_t* req, int status) {
   (void)req;
   (void)status;
@@ -439,49 +508,139 @@ static void dir_finish(direction_t* d) {
   if (d->reading && d->src->kind == END_STREAM)
     uv_read_stop(d->src->stream);
   d->reading = false;
-  if (d->is_output) {
-    /* The payload's end-of-file closes our stdout. */
-    close_end(&d->relay->out);
-  } else if (!d->relay->closing && d->dst->kind == END_STREAM) {
+  switch (d->options.at_end) {
+  case RELAY_END_CLOSE:
+    /* The source's end-of-file closes the destination: our stdout, or the
+     * payload's stdin pipe (its end-of-file). */
+    close_end(d->dst);
+    break;
+  case RELAY_END_SHUTDOWN:
     /* Our stdin's end-of-file shuts the socket's write side. */
-    uv_shutdown(&d->shutdown_req, d->dst->stream, on_shutdown);
+    if (!d->relay->closing && d->dst->kind == END_STREAM && !d->dst->closed)
+      uv_shutdown(&d->shutdown_req, d->dst->stream, on_shutdown);
+    break;
+  case RELAY_END_KEEP:
+    break;
+  }
+  if (d->options.on_end != NULL)
+    d->options.on_end(d->options.on_end_data);
+}
+
+int relay_direction(relay_t* r, int src, int dst,
+                    const relay_direction_options_t* options) {
+  if (r->dir_count >= RELAY_DIRECTIONS || src < 0 || dst < 0 ||
+      (size_t)src >= r->end_count || (size_t)dst >= r->end_count)
+    return -1;
+  direction_t* d = &r->dirs[r->dir_count];
+  *d = (direction_t){
+      .relay = r, .src = &r->ends[src], .dst = &r->ends[dst], .last_byte = -1};
+  if (options != NULL)
+    d->options = *options;
+  d->held = d->options.start_held;
+  if (d->src->kind == END_FILE || d->dst->kind == END_FILE) {
+    d->file_buf = malloc(RELAY_CHUNK);
+    if (d->file_buf == NULL)
+      return -1;
+  }
+  d->read_req.data = d->write_req.data = d;
+  if (d->dst->kind == END_NONE)
+    d->failed = true;
+  int index = (int)r->dir_count++;
+  dir_pump(d);
+  return index;
+}
+
+void relay_hold(relay_t* r, int dir, bool held) {
+  direction_t* d = &r->dirs[dir];
+  d->held = held;
+  if (held) {
+    if (d->reading && d->src->kind == END_STREAM)
+      uv_read_stop(d->src->stream);
+    if (d->src->kind == END_STREAM)
+      d->reading = false;
+    return;
+  }
+  if (!d->paused)
+    dir_pump(d);
+}
+
+void relay_inject(relay_t* r, int dir, const char* data, size_t len) {
+  direction_t* d = &r->dirs[dir];
+  while (len > 0 && d->dst->kind == END_STREAM) {
+    size_t n = len < RELAY_CHUNK ? len : RELAY_CHUNK;
+    deliver_bytes(d, (char*)data, n, NULL);
+    data += n;
+    len -= n;
   }
 }
 
+bool relay_direction_failed(const relay_t* r, int dir) {
+  return r->dirs[dir].failed;
+}
+
+int relay_last_byte(const relay_t* r, int dir) {
+  return r->dirs[dir].last_byte;
+}
+
+bool relay_direction_done(const relay_t* r, int dir) {
+  const direction_t* d = &r->dirs[dir];
+  return d->finished && d->pending == 0;
+}
+
+/* ----------------------------------------------------- configurations */
+
 relay_t* relay_start(uv_loop_t* loop, uv_stream_t* socket, bool raw_output) {
-  relay_t* r = calloc(1, sizeof *r);
+  relay_t* r = relay_new(loop);
   if (r == NULL)
     return NULL;
-  r->loop = loop;
-  open_end(r, &r->in, 0, true);
-  open_end(r, &r->out, 1, false);
-  r->inert = !raw_output && isatty(1) && r->out.kind == END_STREAM;
-  r->sock.kind = END_STREAM;
-  r->sock.stream = socket;
-  uv_fileno((uv_handle_t*)socket, &r->sock.fd);
-  r->sock.saved_flags = -1;
-  r->up = (direction_t){.relay = r, .src = &r->in, .dst = &r->sock};
-  r->down = (direction_t){
-      .relay = r, .src = &r->sock, .dst = &r->out, .is_output = true};
-  r->up.file_buf = malloc(RELAY_CHUNK);
-  r->down.file_buf = malloc(RELAY_CHUNK);
-  r->up.read_req.data = r->up.write_req.data = &r->up;
-  r->down.read_req.data = r->down.write_req.data = &r->down;
-  if (r->up.file_buf == NULL || r->down.file_buf == NULL) {
-    free(r->up.file_buf);
-    free(r->down.file_buf);
-    free(r);
-    return NULL;
+  int in = relay_end_fd(r, 0);
+  int out = relay_end_fd(r, 1);
+  int sock = relay_end_stream(r, socket);
+  relay_direction_options_t up = {.at_end = RELAY_END_SHUTDOWN};
+  relay_direction_options_t down = {
+      .output = true,
+      .at_end = RELAY_END_CLOSE,
+      .transform = !raw_output && relay_end_is_terminal(r, out) ? RELAY_INERT
+                                                                : RELAY_AS_IS};
+  if (relay_direction(r, in, sock, &up) < 0 ||
+      relay_direction(r, sock, out, &down) < 0) {
+    relay_close(r);
+    return r;
   }
-  if (r->out.kind == END_NONE)
-    r->down.failed = true;
-  dir_pump(&r->up);
-  dir_pump(&r->down);
+  return r;
+}
+
+relay_t* relay_start_stdio(uv_loop_t* loop, int stdin_fd, int stdout_fd,
+                           int stderr_fd, bool raw_output) {
+  relay_t* r = relay_new(loop);
+  if (r == NULL)
+    return NULL;
+  int out = relay_end_fd(r, 1);
+  int err = relay_end_fd(r, 2);
+  int pout = relay_end_fd(r, stdout_fd);
+  int perr = relay_end_fd(r, stderr_fd);
+  relay_direction_options_t o = {.output = true, .at_end = RELAY_END_CLOSE};
+  o.transform =
+      !raw_output && relay_end_is_terminal(r, out) ? RELAY_INERT : RELAY_AS_IS;
+  relay_direction(r, pout, out, &o);
+  o.transform =
+      !raw_output && relay_end_is_terminal(r, err) ? RELAY_INERT : RELAY_AS_IS;
+  relay_direction(r, perr, err, &o);
+  if (stdin_fd >= 0) {
+    /* Half-close: our stdin's end-of-file closes the payload's stdin. */
+    int in = relay_end_fd(r, 0);
+    int pin = relay_end_fd(r, stdin_fd);
+    relay_direction_options_t i = {.at_end = RELAY_END_CLOSE};
+    relay_direction(r, in, pin, &i);
+  }
   return r;
 }
 
 bool relay_output_done(const relay_t* r) {
-  return r->down.finished && r->down.pending == 0;
+  for (size_t i = 0; i < r->dir_count; i++)
+    if (r->dirs[i].options.output && !relay_direction_done(r, (int)i))
+      return false;
+  return true;
 }
 
 size_t relay_peak_queued(const relay_t* r) {
@@ -490,20 +649,21 @@ size_t relay_peak_queued(const relay_t* r) {
 
 void relay_close(relay_t* r) {
   r->closing = true;
-  if (r->up.reading && r->in.kind == END_STREAM)
-    uv_read_stop(r->in.stream);
-  if (r->down.reading && r->sock.kind == END_STREAM)
-    uv_read_stop(r->sock.stream);
-  r->up.reading = r->down.reading = false;
-  close_end(&r->in);
-  close_end(&r->out);
+  for (size_t i = 0; i < r->dir_count; i++) {
+    direction_t* d = &r->dirs[i];
+    if (d->reading && d->src->kind == END_STREAM)
+      uv_read_stop(d->src->stream);
+    d->reading = false;
+  }
+  for (size_t i = 0; i < r->end_count; i++)
+    close_end(&r->ends[i]);
 }
 
 void relay_free(relay_t* r) {
   if (r == NULL)
     return;
-  free(r->up.file_buf);
-  free(r->down.file_buf);
+  for (size_t i = 0; i < r->dir_count; i++)
+    free(r->dirs[i].file_buf);
   while (r->pool != NULL) {
     chunk_t* c = r->pool;
     r->pool = c->next;

@@ -163,9 +163,12 @@ static int plan_for(const invocation_t* inv, maelys_executor_t* ex,
   shape_profile(ex, cli_value(inv, "--backend"), policy);
   char state[PATH_MAX];
   const char* backend = cli_value(inv, "--backend");
+  /* A plan lowered from a policy, like one read from a file, carries its own
+   * protections (protect.h): they are reserved and audited all the same. */
   if (policy->policy_file != NULL
           ? warden_policy_plan(policy, ex, backend ? backend : "bubblewrap",
-                               plan, err) != 0
+                               plan, err) != 0 ||
+                warden_protect_from_plan(policy->protection, *plan, err) != 0
           : warden_build_plan(policy, plan, err) != 0)
     return -1;
   if (warden_receipt_dir(inv, receipts, PATH_MAX, err) != 0 ||
@@ -180,6 +183,8 @@ static int plan_for(const invocation_t* inv, maelys_executor_t* ex,
     warden_protect(&protect, "the plan file", policy->plan_path);
   if (policy->policy_file != NULL)
     warden_protect(&protect, "the policy file", policy->plan_path);
+  if (warden_extras_protect(policy, &protect, err) != 0)
+    return -1;
   return warden_check_protected(*plan, &protect, err);
 }
 
@@ -205,6 +210,17 @@ static void missing_text(maelys_executor_t* ex, const char* name,
 static const char* fix_hint =
     "Install bubblewrap (apt-get install bubblewrap) where user namespaces "
     "are allowed; 'maelys-warden probe' shows what each backend proved.";
+/* When bubblewrap works here but lacks what the plan asks for (a mediated
+ * network, say), installing it again would not help. */
+static const char* capability_hint =
+    "No backend here proved what the message names: write the plan without "
+    "it ('maelys-warden probe' shows what each backend proved).";
+
+static const char* hint_for_backend(maelys_executor_t* ex, const char* name) {
+  uint64_t proved = 0;
+  maelys_executor_backend_capabilities(ex, name, &proved, NULL);
+  return proved != 0 ? capability_hint : fix_hint;
+}
 
 /* The backend that enforces the plan: the requested one, or the strongest
  * whose proved capabilities cover it. Never a silent fall back to an
@@ -224,7 +240,7 @@ static int select_backend(maelys_executor_t* ex,
     if (need & ~proved) {
       char why[2048];
       missing_text(ex, requested, need & ~proved, why, sizeof why);
-      return cli_fail(err, "POLICY_FAILED", fix_hint,
+      return cli_fail(err, "POLICY_FAILED", hint_for_backend(ex, requested),
                       "the plan cannot be enforced: backend %s", why);
     }
     *chosen = requested;
@@ -264,7 +280,7 @@ static int select_backend(maelys_executor_t* ex,
             sizeof reasons - strlen(reasons) - 1);
     strncat(reasons, why, sizeof reasons - strlen(reasons) - 1);
   }
-  return cli_fail(err, "POLICY_FAILED", fix_hint,
+  return cli_fail(err, "POLICY_FAILED", hint_for_backend(ex, "bubblewrap"),
                   "no backend can enforce this plan: %s", reasons);
 }
 
@@ -304,13 +320,19 @@ static json_t* profiles_served(maelys_executor_t* ex, char* text, size_t size) {
     maelys_executor_plan_t* plan = NULL;
     struct stat st;
     const char* backend = NULL;
-    int failed = warden_workspace_path(NULL, policy.workspace, &st, &perr);
+    /* The profile records what it protects (protect.h). */
+    policy.protection = calloc(1, sizeof *policy.protection);
+    int failed =
+        policy.protection == NULL
+            ? cli_fail(&perr, "UNEXPECTED", NULL, "out of memory")
+            : warden_workspace_path(NULL, policy.workspace, &st, &perr);
     if (failed == 0) {
       shape_profile(ex, NULL, &policy);
       failed = warden_profile_plan(&policy, &plan, &perr) != 0 ||
                select_backend(ex, plan, NULL, &backend, &perr) != 0;
     }
     maelys_executor_plan_destroy(plan);
+    warden_policy_dispose(&policy);
     size_t off = strlen(text);
     if (failed) {
       json_object_set_new(
@@ -397,60 +419,13 @@ int warden_probe(const invocation_t* inv) {
   return cli_emit_success(inv, data, text);
 }
 
-/* ---------------------------------------------------------------- plan */
-
-int warden_plan(const invocation_t* inv) {
-  cli_error_t err = {0};
-  err.command = "plan";
-  warden_policy_t policy = {0};
-  maelys_executor_plan_t* plan = NULL;
-  uv_loop_t loop;
-  uv_loop_init(&loop);
-  maelys_executor_t* ex = NULL;
-  maelys_executor_create(&loop, &ex, NULL);
-  char receipts[PATH_MAX];
-  int failed = warden_policy_from(inv, &policy, &err) != 0 ||
-               register_backends(ex, NULL, &err) != 0 ||
-               plan_for(inv, ex, &policy, &plan, receipts, &err) != 0;
-  warden_policy_release(&policy);
-  maelys_executor_destroy(ex, NULL);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  uv_loop_close(&loop);
-  if (failed) {
-    err.command = "plan";
-    maelys_executor_plan_destroy(plan);
-    return cli_emit_failure(inv, &err);
-  }
-  char* digest = NULL;
-  char* json = NULL;
-  uint64_t need = 0;
-  maelys_executor_plan_digest(plan, &digest, NULL);
-  maelys_executor_plan_to_json(plan, &json, NULL);
-  maelys_executor_plan_required_capabilities(plan, &need, NULL);
-  json_t* doc = json_loads(json, 0, NULL);
-  char* text = NULL;
-  size_t size = strlen(json) + strlen(digest) + 64;
-  text = malloc(size);
-  if (text)
-    snprintf(text, size, "digest %s\n%s\n", digest, json);
-  int r = cli_emit_success(inv,
-                           json_pack("{s:s, s:o, s:o}", "digest", digest,
-                                     "plan", doc, "required_capabilities",
-                                     capability_names(need)),
-                           text);
-  free(text);
-  maelys_executor_string_free(digest);
-  maelys_executor_string_free(json);
-  maelys_executor_plan_destroy(plan);
-  return r;
-}
-
 /* ----------------------------------------------------------------- run */
 
 typedef struct run_state {
   uv_loop_t* loop;
   maelys_execution_t* execution;
-  relay_t* relay;
+  relay_t* relay;     /* every io mode but a terminal session */
+  session_t* session; /* a terminal session */
   uv_signal_t signals[3];
   uv_timer_t wall;
   uv_timer_t drain;
@@ -458,14 +433,21 @@ typedef struct run_state {
   bool drained;
   bool finished;
   int stop_requests;
+  bool allow_clipboard;
   maelys_execution_status_t status;
   char step[32];
   char message[1024];
   say_t say;
 } run_state_t;
 
+static bool output_done(const run_state_t* st) {
+  if (st->session != NULL)
+    return session_output_done(st->session);
+  return st->relay == NULL || relay_output_done(st->relay);
+}
+
 static void check_done(run_state_t* st) {
-  if (st->exited && (st->drained || relay_output_done(st->relay)))
+  if (st->exited && (st->drained || output_done(st)))
     st->finished = true;
 }
 
@@ -523,8 +505,22 @@ static void on_exit_status(maelys_execution_t* e,
   check_done(st);
 }
 
+/* The terminal type a terminal session gives the payload: the caller's
+ * TERM when it is a plain name (it reaches a terminfo lookup inside), else
+ * "dumb", which every program understands. */
+static const char* session_term(void) {
+  const char* t = getenv("TERM");
+  size_t n = t != NULL ? strlen(t) : 0;
+  if (n == 0 || n > 64 ||
+      strspn(t, "abcdefghijklmnopqrstuvwxyz"
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.+-_") != n)
+    return "dumb";
+  return t;
+}
+
 static int base_env(maelys_execution_request_t* req, const invocation_t* inv,
-                    const say_t* say, char* path_out, size_t path_size,
+                    const warden_policy_t* policy, const say_t* say,
+                    bool terminal, char* path_out, size_t path_size,
                     cli_error_t* err) {
   char* error = NULL;
   maelys_execution_request_set_environment_mode(req, MAELYS_EXEC_ENV_EXPLICIT,
@@ -571,14 +567,20 @@ static int base_env(maelys_execution_request_t* req, const invocation_t* inv,
     if (strcmp(g->values[i], "PATH") == 0)
       snprintf(path_out, path_size, "%s", v);
   }
+  /* A named profile's entries, the CA variables, the persistent home. */
+  if (warden_extras_env(policy, req, names, &n, 256, path_out, path_size,
+                        err) != 0)
+    return -1;
   /* The profile's base only adds what the caller did not give: it never
    * replaces an entry (invariant 4). */
-  static const char* const base[][2] = {
-      {"PATH", "/usr/local/bin:/usr/bin:/bin"},
-      {"HOME", WARDEN_HOME},
-      {"TMPDIR", "/tmp"},
-      {"LANG", "C.UTF-8"}};
-  for (size_t b = 0; b < 4; b++) {
+  /* A terminal session also says what the terminal is, as ssh and sudo
+   * do: a full-screen program needs TERM. */
+  const char* const base[][2] = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
+                                 {"HOME", WARDEN_HOME},
+                                 {"TMPDIR", "/tmp"},
+                                 {"LANG", "C.UTF-8"},
+                                 {"TERM", session_term()}};
+  for (size_t b = 0; b < (terminal ? 5u : 4u); b++) {
     bool given = false;
     for (size_t i = 0; i < n; i++)
       given = given || strcmp(names[i], base[b][0]) == 0;
@@ -636,31 +638,370 @@ static const char* error_code_for(maelys_executor_result_t r) {
   }
 }
 
-/* Ceilings that could not be enforced are said, not left out silently: no
- * backend here proved a memory ceiling (or, for the built-in profile, a task
- * ceiling), so none was set. In the trace and in the receipt's context. */
-static maelys_executor_result_t
-say_unbounded(const warden_policy_t* policy, const maelys_executor_plan_t* plan,
-              maelys_execution_request_t* req, const say_t* say, char** error) {
-  bool no_memory = maelys_executor_plan_limit_get(
-                       plan, MAELYS_EXECUTOR_LIMIT_MEMORY, NULL) != 0 &&
-                   !policy->memory_proved;
-  bool no_tasks = maelys_executor_plan_limit_get(
-                      plan, MAELYS_EXECUTOR_LIMIT_TASKS, NULL) != 0 &&
-                  !policy->tasks_proved && policy->plan_file == NULL &&
-                  policy->policy_file == NULL;
-  if (no_memory)
+/* How the payload's stdio meets this process's (--io, --tty, --no-tty,
+ * --stdin). */
+typedef enum run_io {
+  RUN_IO_SESSION,  /* auto, terminals: a pseudo-terminal of its own */
+  RUN_IO_PIPES,    /* auto otherwise: its stdout, stderr and stdin relayed */
+  RUN_IO_ISOLATED, /* the protocol socket at fd 3 */
+  RUN_IO_STDIO     /* the protocol socket as stdin and stdout */
+} run_io_t;
+
+typedef struct io_choice {
+  run_io_t io;
+  bool stdin_null; /* the payload's stdin is /dev/null; ours is not read */
+} io_choice_t;
+
+static int choose_io(const invocation_t* inv, io_choice_t* out,
+                     cli_error_t* err) {
+  const char* io = cli_value(inv, "--io");
+  const char* in = cli_value(inv, "--stdin");
+  bool tty = cli_flag(inv, "--tty"), no_tty = cli_flag(inv, "--no-tty");
+  *out = (io_choice_t){0};
+  if (io != NULL && strcmp(io, "auto") != 0) {
+    const char* extra = tty      ? "--tty"
+                        : no_tty ? "--no-tty"
+                        : in     ? "--stdin"
+                                 : NULL;
+    if (extra != NULL)
+      return cli_fail(err, "VALIDATION_FAILED",
+                      "Leave --io at auto (the default) to choose the "
+                      "terminal session or the stdin.",
+                      "%s applies to --io auto, not to --io %s", extra, io);
+    out->io = strcmp(io, "stdio") == 0 ? RUN_IO_STDIO : RUN_IO_ISOLATED;
+    return 0;
+  }
+  out->io = tty || (!no_tty && isatty(0) && isatty(1)) ? RUN_IO_SESSION
+                                                       : RUN_IO_PIPES;
+  /* A terminal is read only in a terminal session: outside one, the
+   * operator's typing would go to the payload in the terminal's cooked mode
+   * while the shell may read it too. */
+  out->stdin_null = (in != NULL && strcmp(in, "null") == 0) ||
+                    (out->io == RUN_IO_PIPES && isatty(0));
+  return 0;
+}
+
+/* The request's io: the mode, and what each mode needs besides. */
+static maelys_executor_result_t set_io(maelys_execution_request_t* req,
+                                       const io_choice_t* io, char** error) {
+  maelys_executor_result_t r = MAELYS_EXECUTOR_OK;
+  unsigned rows, columns;
+  switch (io->io) {
+  case RUN_IO_SESSION:
+    session_initial_size(&rows, &columns);
+    r = maelys_execution_request_set_io_mode(req, MAELYS_EXEC_IO_TTY, -1,
+                                             error);
+    if (r == MAELYS_EXECUTOR_OK)
+      r = maelys_execution_request_set_terminal_size(req, rows, columns, error);
+    return r;
+  case RUN_IO_PIPES:
+    r = maelys_execution_request_set_io_mode(req, MAELYS_EXEC_IO_CAPTURED, -1,
+                                             error);
+    if (r == MAELYS_EXECUTOR_OK)
+      r = maelys_execution_request_set_stderr_mode(
+          req, MAELYS_EXEC_STDERR_CAPTURE, error);
+    if (r == MAELYS_EXECUTOR_OK && io->stdin_null)
+      r = maelys_execution_request_set_stdin_mode(req, MAELYS_EXEC_STDIN_NULL,
+                                                  error);
+    return r;
+  case RUN_IO_ISOLATED:
+    return maelys_execution_request_set_io_mode(
+        req, MAELYS_EXEC_IO_ISOLATED_DUPLEX, 3, error);
+  case RUN_IO_STDIO:
+    return maelys_execution_request_set_io_mode(
+        req, MAELYS_EXEC_IO_DUPLEX_STDIO, -1, error);
+  }
+  return MAELYS_EXECUTOR_ERR_ARGUMENT;
+}
+
+/* Everything run does before it starts the program, shared with plan (its
+ * dry run), so that the two cannot disagree. */
+typedef struct launch {
+  warden_policy_t policy;
+  bool policy_read;
+  maelys_executor_t* ex;
+  maelys_executor_plan_t* plan;
+  maelys_execution_request_t* req;
+  const char* backend;
+  uint64_t proved;
+  char receipts[PATH_MAX];
+  char program[PATH_MAX];
+  char chain[40];
+  int64_t grace_ms;
+  bool memory_unbounded, tasks_unbounded;
+  io_choice_t io;
+} launch_t;
+
+/* The receipt's context: what the run protected, and a ceiling that could
+ * not be enforced (said, not left out silently). */
+static int receipt_context(launch_t* l, cli_error_t* err) {
+  json_t* ctx = json_object();
+  if (l->memory_unbounded)
+    json_object_set_new(ctx, "memory",
+                        json_string("unbounded (no writable cgroup)"));
+  if (l->tasks_unbounded)
+    json_object_set_new(ctx, "tasks",
+                        json_string("unbounded (no task ceiling proved)"));
+  json_object_set_new(ctx, "protection",
+                      warden_protect_json(l->policy.protection));
+  char* text = json_dumps(ctx, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(ctx);
+  char* error = NULL;
+  maelys_executor_result_t r =
+      text ? maelys_execution_request_set_receipt_context(l->req, text, &error)
+           : MAELYS_EXECUTOR_ERR_MEMORY;
+  free(text);
+  if (r != MAELYS_EXECUTOR_OK) {
+    cli_fail(err, error_code_for(r), NULL, "the receipt's context: %s",
+             error ? error : maelys_executor_result_name(r));
+    maelys_executor_error_free(error);
+    return -1;
+  }
+  return 0;
+}
+
+/* Builds the plan and the request, chooses the backend and reserves the
+ * placeholders. A dry run (plan) needs no program: without one, a stand-in
+ * is lowered, which only appears in the launcher's arguments. */
+static int launch_prepare(const invocation_t* inv, uv_loop_t* loop,
+                          const say_t* say, launch_t* l, cli_error_t* err) {
+  memset(l, 0, sizeof *l);
+  char* error = NULL;
+  char path[PATH_MAX];
+  maelys_executor_create(loop, &l->ex, NULL);
+  if (choose_io(inv, &l->io, err) != 0)
+    return -1;
+  l->policy_read = true;
+  if (warden_policy_from(inv, &l->policy, err) != 0 ||
+      register_backends(l->ex, cli_value(inv, "--backend"), err) != 0 ||
+      plan_for(inv, l->ex, &l->policy, &l->plan, l->receipts, err) != 0)
+    return -1;
+  if (maelys_execution_request_create(&l->req, NULL) != MAELYS_EXECUTOR_OK ||
+      base_env(l->req, inv, &l->policy, say, l->io.io == RUN_IO_SESSION, path,
+               sizeof path, err) != 0)
+    return -1;
+  static const char* const stand_in[] = {"/bin/true", NULL};
+  const char* const* argv = (const char* const*)inv->operands;
+  if (inv->operand_count == 0) {
+    snprintf(l->program, sizeof l->program, "%s", stand_in[0]);
+    argv = stand_in;
+  } else if (resolve_program(inv->operands[0], path, l->program,
+                             sizeof l->program, err) != 0) {
+    return -1;
+  }
+  int64_t grace = cli_duration_ms(
+      cli_value(inv, "--grace") ? cli_value(inv, "--grace") : "2s");
+  l->grace_ms = grace;
+  if (grace <= 0 || grace > 3600000)
+    return cli_fail(err, "VALIDATION_FAILED", NULL,
+                    "--grace must be between 1ms and 1h");
+  maelys_executor_result_t r =
+      maelys_execution_request_set_executable(l->req, l->program, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_argv(l->req, argv, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_cwd(l->req, l->policy.workspace, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = set_io(l->req, &l->io, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_stop_budget(l->req, (uint64_t)grace,
+                                                 FORCE_BUDGET_MS, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_receipt_dir(l->req, l->receipts, &error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_execution_request_set_terminal_raw(
+        l->req, cli_flag(inv, "--raw-output") ? 1 : 0, &error);
+  if (r != MAELYS_EXECUTOR_OK) {
+    cli_fail(err, error_code_for(r), warden_hint_for(error), "%s",
+             error ? error : "");
+    maelys_executor_error_free(error);
+    return -1;
+  }
+  /* Ceilings that could not be enforced are said, not left out silently:
+   * no backend here proved a memory ceiling (or, for the built-in profile, a
+   * task ceiling), so none was set. */
+  l->memory_unbounded = maelys_executor_plan_limit_get(
+                            l->plan, MAELYS_EXECUTOR_LIMIT_MEMORY, NULL) != 0 &&
+                        !l->policy.memory_proved;
+  l->tasks_unbounded = maelys_executor_plan_limit_get(
+                           l->plan, MAELYS_EXECUTOR_LIMIT_TASKS, NULL) != 0 &&
+                       !l->policy.tasks_proved && l->policy.plan_file == NULL &&
+                       l->policy.policy_file == NULL;
+  if (l->memory_unbounded)
     trace(say, "memory: unbounded (no writable cgroup)");
-  if (no_tasks)
+  if (l->tasks_unbounded)
     trace(say, "tasks: unbounded (the backend proved no task ceiling)");
-  if (!no_memory && !no_tasks)
-    return MAELYS_EXECUTOR_OK;
-  char context[160];
-  snprintf(context, sizeof context, "{%s%s%s}",
-           no_memory ? "\"memory\": \"unbounded (no writable cgroup)\"" : "",
-           no_memory && no_tasks ? ", " : "",
-           no_tasks ? "\"tasks\": \"unbounded (no task ceiling proved)\"" : "");
-  return maelys_execution_request_set_receipt_context(req, context, error);
+  if (receipt_context(l, err) != 0 ||
+      select_backend(l->ex, l->plan, cli_value(inv, "--backend"), &l->backend,
+                     err) != 0)
+    return -1;
+  /* Under --policy, step 5 of the handshake sets the backend it checked. */
+  if (l->policy.handshake != NULL
+          ? warden_policy_finish(&l->policy, l->ex, l->backend, l->plan, l->req,
+                                 err) != 0
+          : maelys_execution_request_set_backend(l->req, l->backend, NULL) !=
+                MAELYS_EXECUTOR_OK)
+    return -1;
+  warden_policy_release(&l->policy); /* the handshake is done */
+  maelys_executor_backend_capabilities(l->ex, l->backend, &l->proved, NULL);
+  /* evidence.c: signed receipts in a closed chain. */
+  if (warden_signing_start(inv, l->ex, l->plan, err) != 0 ||
+      warden_chain_start(l->req, l->chain, err) != 0)
+    return -1;
+  /* Spawn's checks first, on the plan without its reserved names and
+   * without a persistent home still to be made: a run refused anyway never
+   * makes a placeholder (at /, in /tmp, in a home), and plan creates
+   * neither. spawn checks the whole plan again once they exist. */
+  maelys_executor_plan_t* unreserved = NULL;
+  const warden_extras_t* x = l->policy.extras;
+  if (warden_protect_unreserved_plan(
+          l->policy.protection, l->plan,
+          x != NULL && x->home_missing ? x->home : NULL, &unreserved, err) != 0)
+    return -1;
+  r = unreserved == NULL
+          ? MAELYS_EXECUTOR_OK
+          : maelys_execution_check(l->ex, unreserved, l->req, &error);
+  maelys_executor_plan_destroy(unreserved);
+  if (r != MAELYS_EXECUTOR_OK) {
+    cli_fail(err, error_code_for(r), warden_hint_for(error), "%s",
+             error ? error : maelys_executor_result_name(r));
+    maelys_executor_error_free(error);
+    return -1;
+  }
+  return warden_protect_reserve(l->policy.protection, err);
+}
+
+/* Frees what launch_prepare made; the placeholders are released with the
+ * policy. The loop runs once more for the executor's handles. */
+static void launch_dispose(launch_t* l, uv_loop_t* loop) {
+  if (l->ex != NULL) {
+    maelys_executor_destroy(l->ex, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+  }
+  maelys_execution_request_destroy(l->req);
+  maelys_executor_plan_destroy(l->plan);
+  if (l->policy_read) {
+    warden_policy_release(&l->policy);
+    warden_policy_dispose(&l->policy);
+    warden_extras_release(&l->policy);
+  }
+  memset(l, 0, sizeof *l);
+}
+
+/* ---------------------------------------------------------------- plan */
+
+int warden_plan(const invocation_t* inv) {
+  cli_error_t err = {0};
+  err.command = "plan";
+  say_t say = {cli_flag(inv, "--trace"), cli_flag(inv, "--verbose-trace"),
+               cli_flag(inv, "--quiet")};
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  launch_t l;
+  char* error = NULL;
+  int failed = launch_prepare(inv, &loop, &say, &l, &err) != 0;
+  if (!failed) {
+    /* The checks spawn makes, the backend's preparation included, with the
+     * placeholders reserved; a persistent home still to be made is left
+     * out (a dry run creates none). */
+    const warden_extras_t* x = l.policy.extras;
+    warden_protection_t none = {0};
+    maelys_executor_plan_t* homeless = NULL;
+    failed = warden_protect_unreserved_plan(
+                 &none, l.plan, x != NULL && x->home_missing ? x->home : NULL,
+                 &homeless, &err) != 0;
+    maelys_executor_result_t r =
+        failed ? MAELYS_EXECUTOR_OK
+               : maelys_execution_check(l.ex, homeless ? homeless : l.plan,
+                                        l.req, &error);
+    maelys_executor_plan_destroy(homeless);
+    if (r != MAELYS_EXECUTOR_OK) {
+      cli_fail(&err, error_code_for(r), warden_hint_for(error), "%s",
+               error ? error : maelys_executor_result_name(r));
+      failed = 1;
+    }
+    maelys_executor_error_free(error);
+  }
+  /* Nothing run reserves outlives the dry run. */
+  if (l.policy_read && l.policy.protection != NULL)
+    warden_protect_release(l.policy.protection);
+  if (failed) {
+    err.command = "plan";
+    launch_dispose(&l, &loop);
+    uv_loop_close(&loop);
+    return cli_emit_failure(inv, &err);
+  }
+  char* digest = NULL;
+  char* json = NULL;
+  uint64_t need = 0;
+  maelys_executor_plan_digest(l.plan, &digest, NULL);
+  maelys_executor_plan_to_json(l.plan, &json, NULL);
+  maelys_executor_plan_required_capabilities(l.plan, &need, NULL);
+  json_t* data =
+      json_pack("{s:s, s:o, s:o, s:s, s:o}", "digest", digest, "plan",
+                json_loads(json, 0, NULL), "required_capabilities",
+                capability_names(need), "backend", l.backend, "protection",
+                warden_protect_json(l.policy.protection));
+  char* text = NULL;
+  if (cli_flag(inv, "--explain")) {
+    text = warden_explain(l.plan, l.policy.protection, l.backend, l.proved,
+                          l.memory_unbounded ? "unbounded (no writable cgroup)"
+                                             : NULL);
+    json_object_set_new(data, "explanation", json_string(text ? text : ""));
+  } else {
+    /* The text rendering is the plan file itself (its digest is a
+     * member): what --plan reads. */
+    size_t size = strlen(json) + 2;
+    text = malloc(size);
+    if (text)
+      snprintf(text, size, "%s\n", json);
+  }
+  int r = cli_emit_success(inv, data, text);
+  free(text);
+  maelys_executor_string_free(digest);
+  maelys_executor_string_free(json);
+  launch_dispose(&l, &loop);
+  uv_loop_close(&loop);
+  return r;
+}
+
+/* ----------------------------------------------------------------- run */
+
+static void report_finding(const char* line, void* data) {
+  (void)data;
+  /* Security findings are printed whatever --quiet says. */
+  fprintf(stderr, WARDEN_PROGRAM ": warning: %s\n", line);
+}
+
+/* The payload's output has no reader any more (the operator's terminal
+ * went away): it is stopped, as a pipeline's writer would be. */
+static void on_broken_output(void* data) {
+  request_stop(data, "output closed");
+}
+
+/* Starts relaying the execution's stdio the way `io` chose. */
+static void start_io(run_state_t* st, const io_choice_t* io, bool raw) {
+  maelys_execution_t* e = st->execution;
+  if (io->io == RUN_IO_SESSION) {
+    session_options_t o = {.read_input = !io->stdin_null,
+                           .allow_clipboard = st->allow_clipboard,
+                           .broken = on_broken_output,
+                           .broken_data = st};
+    st->session = session_start(st->loop, e, &o);
+    return;
+  }
+  if (io->io == RUN_IO_PIPES) {
+    int in = -1, out = -1, err = -1;
+    if (!io->stdin_null)
+      maelys_execution_take_fd(e, MAELYS_EXEC_STREAM_STDIN, &in, NULL);
+    maelys_execution_take_fd(e, MAELYS_EXEC_STREAM_STDOUT, &out, NULL);
+    maelys_execution_take_fd(e, MAELYS_EXEC_STREAM_STDERR, &err, NULL);
+    st->relay = relay_start_stdio(st->loop, in, out, err, raw);
+    return;
+  }
+  uv_stream_t* socket = NULL;
+  maelys_execution_stream(e, MAELYS_EXEC_STREAM_PROTOCOL, &socket, NULL);
+  st->relay = relay_start(st->loop, socket, raw);
 }
 
 int warden_run(const invocation_t* inv) {
@@ -668,97 +1009,35 @@ int warden_run(const invocation_t* inv) {
   err.command = "run";
   say_t say = {cli_flag(inv, "--trace"), cli_flag(inv, "--verbose-trace"),
                cli_flag(inv, "--quiet")};
-  warden_policy_t policy = {0};
-  maelys_executor_plan_t* plan = NULL;
-  maelys_execution_request_t* req = NULL;
-  maelys_executor_t* ex = NULL;
   uv_loop_t* loop = uv_default_loop();
   int code = 1;
   char* error = NULL;
-  char path[PATH_MAX], program[PATH_MAX], receipts[PATH_MAX];
+  launch_t l;
   static run_state_t st; /* lives as long as the process: callbacks of the
                             socket's cancelled writes may refer to it */
 
-  maelys_executor_create(loop, &ex, NULL);
-  if (warden_policy_from(inv, &policy, &err) != 0 ||
-      register_backends(ex, cli_value(inv, "--backend"), &err) != 0 ||
-      plan_for(inv, ex, &policy, &plan, receipts, &err) != 0)
+  if (launch_prepare(inv, loop, &say, &l, &err) != 0)
     goto fail;
-  if (maelys_execution_request_create(&req, NULL) != MAELYS_EXECUTOR_OK ||
-      base_env(req, inv, &say, path, sizeof path, &err) != 0 ||
-      resolve_program(inv->operands[0], path, program, sizeof program, &err) !=
-          0)
-    goto fail;
-  int64_t grace = cli_duration_ms(
-      cli_value(inv, "--grace") ? cli_value(inv, "--grace") : "2s");
-  if (grace <= 0 || grace > 3600000) {
-    cli_fail(&err, "VALIDATION_FAILED", NULL,
-             "--grace must be between 1ms and 1h");
-    goto fail;
-  }
-  const char* io = cli_value(inv, "--io");
-  bool stdio_mode = io != NULL && strcmp(io, "stdio") == 0;
-  maelys_executor_result_t r =
-      maelys_execution_request_set_executable(req, program, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_argv(
-        req, (const char* const*)inv->operands, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_cwd(req, policy.workspace, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_io_mode(
-        req,
-        stdio_mode ? MAELYS_EXEC_IO_DUPLEX_STDIO
-                   : MAELYS_EXEC_IO_ISOLATED_DUPLEX,
-        stdio_mode ? -1 : 3, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_stop_budget(req, (uint64_t)grace,
-                                                 FORCE_BUDGET_MS, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_receipt_dir(req, receipts, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_execution_request_set_terminal_raw(
-        req, cli_flag(inv, "--raw-output") ? 1 : 0, &error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = say_unbounded(&policy, plan, req, &say, &error);
-  if (r != MAELYS_EXECUTOR_OK) {
-    cli_fail(&err, error_code_for(r), NULL, "%s", error ? error : "");
-    goto fail;
-  }
-
-  const char* backend = NULL;
-  if (select_backend(ex, plan, cli_value(inv, "--backend"), &backend, &err) !=
-      0)
-    goto fail;
-  /* Under --policy, step 5 of the handshake sets the backend it checked. */
-  if (policy.handshake != NULL
-          ? warden_policy_finish(&policy, ex, backend, plan, req, &err) != 0
-          : maelys_execution_request_set_backend(req, backend, NULL) !=
-                MAELYS_EXECUTOR_OK)
-    goto fail;
-  warden_policy_release(&policy); /* the handshake is done */
-  char chain[40]; /* evidence.c: signed receipts in a closed chain */
-  if (warden_signing_start(inv, ex, plan, &err) != 0 ||
-      warden_chain_start(req, chain, &err) != 0)
-    goto fail;
-  uint64_t proved = 0, need = 0;
-  maelys_executor_backend_capabilities(ex, backend, &proved, NULL);
-  maelys_executor_plan_required_capabilities(plan, &need, NULL);
   char* digest = NULL;
-  maelys_executor_plan_digest(plan, &digest, NULL);
+  maelys_executor_plan_digest(l.plan, &digest, NULL);
   trace(&say, "plan %s", digest);
-  trace(&say, "backend %s", backend);
+  trace(&say, "backend %s", l.backend);
+  for (size_t i = 0; i < l.policy.protection->count; i++)
+    trace(&say, "protected %s (%s)", l.policy.protection->items[i].path,
+          warden_protect_kind_name(l.policy.protection->items[i].kind));
+  uint64_t need = 0;
+  maelys_executor_plan_required_capabilities(l.plan, &need, NULL);
   if (need == 0)
     warn(&say,
          "the plan confines nothing: '%s' runs unconfined on the %s "
          "backend",
-         program, backend);
+         l.program, l.backend);
   if (say.verbose_trace) {
     char* json = NULL;
-    maelys_executor_plan_to_json(plan, &json, NULL);
-    json_t* caps = capability_names(proved);
+    maelys_executor_plan_to_json(l.plan, &json, NULL);
+    json_t* caps = capability_names(l.proved);
     char* capstext = json_dumps(caps, JSON_COMPACT);
-    trace(&say, "proved by %s: %s", backend, capstext);
+    trace(&say, "proved by %s: %s", l.backend, capstext);
     trace(&say, "sealed plan:\n%s", json);
     free(capstext);
     json_decref(caps);
@@ -766,30 +1045,38 @@ int warden_run(const invocation_t* inv) {
   }
   maelys_executor_string_free(digest);
 
+  /* The home is made first, so that its record carries its identity. */
+  if (warden_home_create(&l.policy, &err) != 0)
+    goto fail;
   /* Remembered before anything runs: an authority file or receipt
    * directory below these paths is refused by every later run. */
-  if (warden_written_record(plan, &err) != 0)
-    goto fail;
-  st.loop = loop;
-  st.say = say;
-  r = maelys_execution_spawn(ex, plan, req, &st.execution, &error);
-  if (r != MAELYS_EXECUTOR_OK) {
-    cli_fail(&err, error_code_for(r),
-             r == MAELYS_EXECUTOR_ERR_DENIED
-                 ? "Choose a --receipt-dir (and paths) the sandbox cannot "
-                   "write."
-                 : NULL,
-             "%s", error ? error : "");
+  if (warden_written_record(l.plan, &err) != 0) {
+    warden_home_abandon(&l.policy);
     goto fail;
   }
+  st.loop = loop;
+  st.say = say;
+  maelys_executor_result_t r =
+      maelys_execution_spawn(l.ex, l.plan, l.req, &st.execution, &error);
+  if (r != MAELYS_EXECUTOR_OK) {
+    warden_home_abandon(&l.policy);
+    cli_fail(&err, error_code_for(r), warden_hint_for(error), "%s",
+             error ? error : "");
+    goto fail;
+  }
+  warden_home_started(inv, &l.policy);
   trace(&say, "execution %s, launcher pid %d",
         maelys_execution_id(st.execution), maelys_execution_pid(st.execution));
-  warden_registry_add(inv, st.execution, program, policy.workspace, backend,
-                      grace);
-  uv_stream_t* socket = NULL;
-  maelys_execution_stream(st.execution, MAELYS_EXEC_STREAM_PROTOCOL, &socket,
-                          NULL);
-  st.relay = relay_start(loop, socket, cli_flag(inv, "--raw-output"));
+  warden_registry_add(inv, st.execution, l.program, l.policy.workspace,
+                      l.backend, l.grace_ms);
+  st.allow_clipboard = cli_flag(inv, "--allow-clipboard");
+  start_io(&st, &l.io, cli_flag(inv, "--raw-output"));
+  if (st.session == NULL && st.relay == NULL) {
+    /* Out of memory before anything was relayed: the payload is stopped,
+     * never left running unattended. */
+    warn(&say, "out of memory setting up the relay");
+    request_stop(&st, "relay");
+  }
   static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
   for (int i = 0; i < 3; i++) {
     uv_signal_init(loop, &st.signals[i]);
@@ -817,7 +1104,14 @@ int warden_run(const invocation_t* inv) {
       st.drained = true;
       check_done(&st);
     }
+  /* The operator's terminal is given back (its mode, and the payload's
+   * modes undone) before anything of ours is written to it. */
+  session_close(st.session);
 
+  /* Nothing of the sandbox runs any more: what it may have left where the
+   * host's tools look is checked now. */
+  warden_protect_audit(l.policy.protection, maelys_execution_id(st.execution),
+                       report_finding, NULL);
   switch (st.status.outcome) {
   case MAELYS_EXEC_OUTCOME_EXITED:
     code = st.status.exit_code;
@@ -831,7 +1125,8 @@ int warden_run(const invocation_t* inv) {
     code = 1;
     cli_fail(&err, "PROCESS_FAILED",
              "Check that the program and what it needs are inside the "
-             "sandbox ('maelys-warden plan' shows what is).",
+             "sandbox ('maelys-warden plan --explain' with the same options "
+             "shows what is).",
              "the program did not start: %s: %s", st.step, st.message);
     cli_emit_failure(inv, &err);
     break;
@@ -848,41 +1143,37 @@ int warden_run(const invocation_t* inv) {
     cli_fail(&rerr, "IO_FAILED",
              "Free space or permissions in the receipt directory, or give "
              "another --receipt-dir.",
-             "the receipt could not be written to '%s': %s", receipts,
+             "the receipt could not be written to '%s': %s", l.receipts,
              strerror(e ? e : EIO));
     cli_emit_failure(inv, &rerr);
     if (code == 0)
       code = 1;
   }
   warden_registry_remove(inv, st.execution);
-  warden_chain_close(ex, chain, receipts);
+  warden_chain_close(l.ex, l.chain, l.receipts);
   fflush(stdout);
-  relay_close(st.relay);
+  if (st.relay != NULL)
+    relay_close(st.relay);
   maelys_execution_release(st.execution);
   for (int i = 0; i < 3; i++)
     uv_close((uv_handle_t*)&st.signals[i], NULL);
   uv_close((uv_handle_t*)&st.wall, NULL);
   uv_close((uv_handle_t*)&st.drain, NULL);
-  maelys_executor_destroy(ex, NULL);
+  maelys_executor_destroy(l.ex, NULL);
+  l.ex = NULL;
   uv_run(loop, UV_RUN_DEFAULT);
   relay_free(st.relay);
+  session_free(st.session);
+  launch_dispose(&l, loop);
   uv_loop_close(loop);
-  maelys_execution_request_destroy(req);
-  maelys_executor_plan_destroy(plan);
   return code;
 
 fail:
   maelys_executor_error_free(error);
-  warden_policy_release(&policy);
   err.command = "run";
   cli_emit_failure(inv, &err);
-  if (ex != NULL) {
-    maelys_executor_destroy(ex, NULL);
-    uv_run(loop, UV_RUN_DEFAULT);
-  }
+  launch_dispose(&l, loop);
   uv_loop_close(loop);
-  maelys_execution_request_destroy(req);
-  maelys_executor_plan_destroy(plan);
   return 1;
 }
 
@@ -931,6 +1222,18 @@ static int builtin(const invocation_t* inv) {
   }
   if (strcmp(id, "complete.candidates") == 0) {
     json_t* data = cli_complete(inv->operands, inv->operand_count);
+    /* --profile NAME: the names of the profile directories (profiles.c). */
+    size_t n = inv->operand_count;
+    bool program_words = false;
+    for (size_t i = 0; i + 1 < n; i++)
+      program_words = program_words || strcmp(inv->operands[i], "--") == 0;
+    if (n >= 2 && !program_words &&
+        strcmp(inv->operands[n - 2], "--profile") == 0) {
+      json_t* records = json_object_get(data, "records");
+      warden_profile_candidates(inv->operands[n - 1], records);
+      json_object_set_new(data, "count",
+                          json_integer((json_int_t)json_array_size(records)));
+    }
     char text[16384] = "";
     size_t i;
     json_t* rec;

@@ -10,6 +10,8 @@
 
 #include "cli.h"
 #include "maelys/executor.h"
+#include "profiles.h"
+#include "protect.h"
 
 /* HOME inside the built-in profiles: a directory of the private /tmp. */
 #define WARDEN_HOME "/tmp/home"
@@ -35,6 +37,11 @@ typedef struct warden_policy {
   size_t allow_read_count;
   const char* const* deny;
   size_t deny_count;
+  const char* const* unprotect; /* --unprotect */
+  size_t unprotect_count;
+  /* What the plan keeps from the payload (protect.h); owned, freed by
+   * warden_policy_dispose. */
+  warden_protection_t* protection;
   char workspace[PATH_MAX]; /* physical, no symbolic link in it */
   /* Ceilings and per-process limits (0: the profile's default, or none). */
   uint64_t tasks, memory, cpu_seconds, open_files, file_size;
@@ -44,6 +51,9 @@ typedef struct warden_policy {
    * /proc, no private /tmp and HOME, nothing mounted (the host's root,
    * readable only where the profile grants). */
   bool no_namespaces;
+  /* --profile, --allow-write, --home and the inherited network's files
+   * (profiles.h); freed by warden_extras_release(). */
+  struct warden_extras* extras;
 } warden_policy_t;
 
 /* policy-file.c: --policy. warden_policy_plan() reads the MIR file as an
@@ -66,7 +76,7 @@ typedef struct warden_protected_item {
   char path[PATH_MAX];
 } warden_protected_item_t;
 typedef struct warden_protected {
-  warden_protected_item_t items[16];
+  warden_protected_item_t items[64];
   size_t count;
 } warden_protected_t;
 
@@ -100,6 +110,12 @@ int warden_check_protected(const maelys_executor_plan_t* plan,
 
 int warden_policy_from(const invocation_t* inv, warden_policy_t* policy,
                        cli_error_t* err);
+/* Releases the policy's placeholders and frees what it owns. */
+void warden_policy_dispose(warden_policy_t* policy);
+/* protect.c's part of a built-in profile: scans the workspace and adds the
+ * protections' rules to the unsealed plan. */
+int warden_protect_profile(const warden_policy_t* policy,
+                           maelys_executor_plan_t* plan, cli_error_t* err);
 int warden_build_plan(warden_policy_t* policy, maelys_executor_plan_t** out,
                       cli_error_t* err);
 int warden_profile_plan(const warden_policy_t* policy,
@@ -112,6 +128,7 @@ int warden_absolute(const char* path, char* out, size_t size);
 /* ---------------------------------------------------------------- relay */
 
 typedef struct relay relay_t;
+struct term_filter;
 
 /* Relays this process's stdin to `socket` and `socket` to this process's
  * stdout: bytes only, 64 KiB reads, backpressure both ways (a direction
@@ -121,17 +138,100 @@ typedef struct relay relay_t;
  * a terminal and not raw_output, control characters are made visible and
  * inert ("\x1b") on their way to it (invariant 21). */
 relay_t* relay_start(uv_loop_t* loop, uv_stream_t* socket, bool raw_output);
-/* True once the socket reached end-of-file and stdout was flushed and
- * closed. */
+/* Plain stdio: the payload's stdout pipe to this process's stdout, its
+ * stderr pipe to stderr and, when stdin_fd >= 0, this process's stdin to
+ * the payload's stdin pipe (whose end-of-file closes it: half-close). The
+ * three descriptors are consumed. Output to a terminal is made inert unless
+ * raw_output, as above. */
+relay_t* relay_start_stdio(uv_loop_t* loop, int stdin_fd, int stdout_fd,
+                           int stderr_fd, bool raw_output);
+/* True once every direction towards this process's output reached
+ * end-of-file and was flushed. */
 bool relay_output_done(const relay_t* relay);
-/* Stops relaying and closes this process's stdin and stdout handles (on the
- * next turn of the loop). */
+/* Stops relaying and closes every handle of the relay (on the next turn of
+ * the loop). */
 void relay_close(relay_t* relay);
 /* Frees the relay once the loop has run to completion (every write on the
  * socket completed or was cancelled when its handle closed). */
 void relay_free(relay_t* relay);
 /* Peak bytes held in the relay's queues, for diagnostics. */
 size_t relay_peak_queued(const relay_t* relay);
+
+/* The parts the configurations above are made of (the terminal session
+ * builds its own). */
+typedef enum relay_transform {
+  RELAY_AS_IS = 0,
+  RELAY_INERT, /* control characters visible and inert (invariant 21) */
+  RELAY_FILTER /* through a term_filter (a terminal session) */
+} relay_transform_t;
+typedef enum relay_end_action {
+  RELAY_END_KEEP = 0, /* the source's end changes nothing else */
+  RELAY_END_CLOSE,    /* it closes the destination */
+  RELAY_END_SHUTDOWN  /* it shuts the destination socket's write side */
+} relay_end_action_t;
+typedef struct relay_direction_options {
+  bool output; /* towards this process: a failed write closes the source */
+  relay_transform_t transform;
+  struct term_filter* filter; /* RELAY_FILTER; borrowed */
+  relay_end_action_t at_end;
+  bool start_held;            /* not read until relay_hold(..., false) */
+  void (*on_end)(void* data); /* the direction reached its end */
+  void* on_end_data;
+  /* RELAY_FILTER: after each feed, before what it gave out is written */
+  void (*on_filtered)(void* data);
+  void* on_filtered_data;
+} relay_direction_options_t;
+relay_t* relay_new(uv_loop_t* loop);
+/* An end on descriptor `fd` (a terminal, pipe, socket or file; a
+ * descriptor above 2 is closed with it), or on a borrowed stream. The
+ * index, or -1. */
+int relay_end_fd(relay_t* relay, int fd);
+int relay_end_stream(relay_t* relay, uv_stream_t* stream);
+bool relay_end_is_terminal(const relay_t* relay, int end);
+/* Starts relaying from end `src` to end `dst`; the direction's index, or
+ * -1. */
+int relay_direction(relay_t* relay, int src, int dst,
+                    const relay_direction_options_t* options);
+/* Stops (held) or resumes reading a direction's source. */
+void relay_hold(relay_t* relay, int dir, bool held);
+/* Queues bytes on a direction's destination after what it holds. */
+void relay_inject(relay_t* relay, int dir, const char* data, size_t len);
+/* The direction reached its end and wrote everything. */
+bool relay_direction_done(const relay_t* relay, int dir);
+/* A write to the direction's destination failed. */
+bool relay_direction_failed(const relay_t* relay, int dir);
+/* The last byte the direction read (-1 before any). */
+int relay_last_byte(const relay_t* relay, int dir);
+
+/* -------------------------------------------------------------- session */
+
+/* The terminal session (session.c): the payload's own pseudo-terminal
+ * relayed to the operator's (see MAELYS_EXEC_IO_TTY). */
+typedef struct session session_t;
+typedef struct session_options {
+  bool read_input;      /* relay stdin (not with --stdin null) */
+  bool allow_clipboard; /* let OSC 52 through */
+  /* Called when the operator's side stopped taking output (the payload is
+   * then stopped, as a pipeline's writer would be). */
+  void (*broken)(void* data);
+  void* broken_data;
+} session_options_t;
+/* The window size the payload's terminal starts with: the operator's
+ * terminal's (stdout's, else stdin's), else 24x80. */
+void session_initial_size(unsigned* rows, unsigned* columns);
+/* Relays once the execution's terminal arrives; the operator's terminal
+ * enters raw mode then, when it is stdin and this process is in its
+ * foreground. */
+session_t* session_start(uv_loop_t* loop, maelys_execution_t* execution,
+                         const session_options_t* options);
+/* True once the payload's terminal ended (or never came) and everything,
+ * the resets included, was written. */
+bool session_output_done(const session_t* session);
+/* Restores the operator's terminal (mode and the payload's modes) now and
+ * closes the session's handles on the next turn of the loop. */
+void session_close(session_t* session);
+/* After the loop ran to completion. */
+void session_free(session_t* session);
 
 int warden_run(const invocation_t* inv);
 /* Receipt evidence and the orchestrator (evidence.c, agent.c). */
@@ -179,6 +279,13 @@ void warden_chain_close(maelys_executor_t* executor, const char* chain,
                         const char* receipt_dir);
 char* warden_public_key(const invocation_t* inv, cli_error_t* err);
 int warden_plan(const invocation_t* inv);
+/* hints.c: what the user can do about a diagnostic of the library, or NULL
+ * when no hint fits it. */
+const char* warden_hint_for(const char* message);
+/* explain.c: plan --explain's summary (heap; free it). */
+char* warden_explain(const maelys_executor_plan_t* plan,
+                     const warden_protection_t* protection, const char* backend,
+                     uint64_t proved, const char* memory_note);
 int warden_probe(const invocation_t* inv);
 
 #endif

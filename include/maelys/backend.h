@@ -31,13 +31,16 @@
 extern "C" {
 #endif
 
-/* ABI 3: the backend SDK (maelys_backend_probe_run, maelys_backend_fail,
+/* ABI 4: the terminal rendezvous (MAELYS_BACKEND_FD_TERMINAL) and the
+ * request's io mode and terminal size; a backend built for an earlier ABI
+ * still registers, maps no terminal, and a TTY request on it is refused.
+ * ABI 3: the backend SDK (maelys_backend_probe_run, maelys_backend_fail,
  * the string, path and file helpers); the vtable is unchanged, and vtables
  * of ABI 1 and 2 are still accepted.
  * ABI 2: the lifeline descriptor, pid-namespace launches, the execution's
  * memory cgroup, images executed from a descriptor and the identity event;
  * every addition is at the end of its enum, flag set or struct. */
-#define MAELYS_BACKEND_ABI_VERSION 3
+#define MAELYS_BACKEND_ABI_VERSION 4
 
 #if defined(__GNUC__)
 #define MAELYS_BACKEND_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -232,7 +235,16 @@ typedef enum maelys_backend_fd_source {
    * reaped the launched image. End of file on it means that the host process
    * is gone, however it died; a launcher that watches it can end everything
    * it started (ABI 2). */
-  MAELYS_BACKEND_FD_LIFELINE = 4
+  MAELYS_BACKEND_FD_LIFELINE = 4,
+  /* MAELYS_EXEC_IO_TTY: one end of a unix stream socket whose other end the
+   * core keeps. The backend's sandbox makes the payload's pseudo-terminal
+   * inside the sandbox and sends its master over this socket, once, as a
+   * single SCM_RIGHTS descriptor with one byte of data, before the payload
+   * starts; the core checks that it is a pseudo-terminal master and offers
+   * it as MAELYS_EXEC_STREAM_TERMINAL. A TTY request whose launch maps no
+   * such descriptor is refused: the backend cannot make a terminal of the
+   * payload's own (ABI 4). */
+  MAELYS_BACKEND_FD_TERMINAL = 5
 } maelys_backend_fd_source_t;
 
 /* Launch flags. */
@@ -282,6 +294,10 @@ MAELYS_EXECUTOR_API maelys_executor_result_t maelys_backend_launch_map_fd(
  * MAELYS_BACKEND_FD_EXTRA. The core closes it after spawn. */
 MAELYS_EXECUTOR_API maelys_executor_result_t maelys_backend_launch_add_fd(
     maelys_backend_launch_t* launch, int* fd, int* out_index, char** out_error);
+
+/* The most descriptors a payload layout has: 0-2, the protocol descriptor
+ * and MAELYS_EXECUTOR_MAX_CHANNELS channels (ABI 3). */
+#define MAELYS_BACKEND_PAYLOAD_FD_MAX (4 + MAELYS_EXECUTOR_MAX_CHANNELS)
 
 /* The highest payload descriptor plus one (3 for CAPTURED, more with a
  * protocol fd and channels): extra descriptors go at or above it. */
@@ -363,6 +379,13 @@ maelys_execution_request_identity(const maelys_execution_request_t* request,
                                   uint32_t* out_uid, uint32_t* out_gid);
 MAELYS_EXECUTOR_API const char*
 maelys_execution_request_receipt_dir(const maelys_execution_request_t* request);
+/* The io mode (ABI 4). */
+MAELYS_EXECUTOR_API maelys_exec_io_mode_t
+maelys_execution_request_io_mode(const maelys_execution_request_t* request);
+/* The pseudo-terminal's initial window size (24x80 unless set; ABI 4). */
+MAELYS_EXECUTOR_API void maelys_execution_request_terminal_size(
+    const maelys_execution_request_t* request, unsigned* out_rows,
+    unsigned* out_columns);
 
 /* ------------------------------------------------------------- services */
 

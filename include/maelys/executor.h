@@ -45,13 +45,16 @@
 extern "C" {
 #endif
 
-/* The ABI generation of this header. ABI 11: sealing refuses a plan whose
+/* The ABI generation of this header. ABI 12: the pseudo-terminal io mode
+ * (MAELYS_EXEC_IO_TTY, the TERMINAL stream, maelys_execution_wait_terminal,
+ * maelys_execution_resize) and the stdin mode (MAELYS_EXEC_STDIN_NULL).
+ * ABI 11: sealing refuses a plan whose
  * network mode was never set (explicit beats a silent grant), plans carry
  * sandbox-wide ceilings (maelys_executor_plan_set_limit) and the
  * LIMIT_TASKS/LIMIT_MEMORY capability bits. ABI 10 owns
  * maelys_executor_plan_t (seeds/000); ABI 9 introduced the EPHEMERAL_WRITE
  * root capability bit. */
-#define MAELYS_EXECUTOR_ABI_VERSION 11
+#define MAELYS_EXECUTOR_ABI_VERSION 12
 
 #define MAELYS_EXECUTOR_VERSION_MAJOR 0
 #define MAELYS_EXECUTOR_VERSION_MINOR 10
@@ -443,8 +446,24 @@ typedef enum maelys_exec_io_mode {
    * protocol and is never lost. */
   MAELYS_EXEC_IO_ISOLATED_DUPLEX = 2,
   /* The host's own 0, 1 and 2. */
-  MAELYS_EXEC_IO_INHERIT = 3
+  MAELYS_EXEC_IO_INHERIT = 3,
+  /* A pseudo-terminal of the payload's own (ABI 12), made inside the
+   * sandbox from the sandbox's own devpts instance (so ttyname(), `tty` and
+   * job control work there): its slave is the payload's 0, 1 and 2, its
+   * controlling terminal, in a session of its own. The host gets the master
+   * as MAELYS_EXEC_STREAM_TERMINAL once the sandbox made it (see
+   * maelys_execution_wait_terminal). Never a terminal of the host's
+   * (invariant 21). A backend that cannot make one, or a plan without a
+   * /dev to make it from, refuses the launch; the stderr mode must be
+   * MAELYS_EXEC_STDERR_INHERIT (stderr is the terminal too). */
+  MAELYS_EXEC_IO_TTY = 4
 } maelys_exec_io_mode_t;
+
+/* Where a CAPTURED payload's stdin comes from (ABI 12). */
+typedef enum maelys_exec_stdin_mode {
+  MAELYS_EXEC_STDIN_PIPE = 0, /* a pipe: MAELYS_EXEC_STREAM_STDIN (default) */
+  MAELYS_EXEC_STDIN_NULL = 1  /* /dev/null, and no stdin stream */
+} maelys_exec_stdin_mode_t;
 
 typedef enum maelys_exec_stderr_mode {
   MAELYS_EXEC_STDERR_INHERIT = 0, /* the host's stderr (the default) */
@@ -500,6 +519,22 @@ maelys_execution_request_set_stderr_mode(maelys_execution_request_t* request,
                                          maelys_exec_stderr_mode_t mode,
                                          char** out_error);
 
+/* PIPE (the default) or NULL. NULL needs the CAPTURED io mode (ISOLATED's
+ * stdin is /dev/null already); spawn refuses it with any other (ABI 12). */
+MAELYS_EXECUTOR_API maelys_executor_result_t
+maelys_execution_request_set_stdin_mode(maelys_execution_request_t* request,
+                                        maelys_exec_stdin_mode_t mode,
+                                        char** out_error);
+
+/* The window size the payload's pseudo-terminal starts with
+ * (MAELYS_EXEC_IO_TTY): 1..65535 rows and columns; 24x80 unless set. The
+ * sandbox sets it before the payload starts, so the payload never sees
+ * another (ABI 12). */
+MAELYS_EXECUTOR_API maelys_executor_result_t
+maelys_execution_request_set_terminal_size(maelys_execution_request_t* request,
+                                           unsigned rows, unsigned columns,
+                                           char** out_error);
+
 /* The backend that enforces the plan. Required: nothing is launched without
  * one. The capability check and the enforcement use this same name
  * (invariant 2). */
@@ -534,8 +569,12 @@ MAELYS_EXECUTOR_API maelys_executor_result_t
 maelys_execution_request_set_receipt_dir(maelys_execution_request_t* request,
                                          const char* path, char** out_error);
 
+/* The most channels a request carries. */
+#define MAELYS_EXECUTOR_MAX_CHANNELS 64
+
 /* Installs *host_fd (consumed; set to -1) at `child_fd` (>= 4). The plan must
- * authorise that child descriptor with maelys_executor_plan_add_channel. */
+ * authorise that child descriptor with maelys_executor_plan_add_channel. At
+ * most MAELYS_EXECUTOR_MAX_CHANNELS: one more is refused, never dropped. */
 MAELYS_EXECUTOR_API maelys_executor_result_t
 maelys_execution_request_add_channel(maelys_execution_request_t* request,
                                      int child_fd, int* host_fd,
@@ -655,7 +694,12 @@ typedef enum maelys_exec_stream {
   MAELYS_EXEC_STREAM_STDOUT = 1, /* CAPTURED: the child's stdout, readable */
   MAELYS_EXEC_STREAM_STDERR = 2, /* STDERR_CAPTURE: the child's stderr */
   /* DUPLEX_STDIO and ISOLATED_DUPLEX: the host end of the protocol socket */
-  MAELYS_EXEC_STREAM_PROTOCOL = 3
+  MAELYS_EXEC_STREAM_PROTOCOL = 3,
+  /* TTY: the master of the payload's pseudo-terminal, readable and
+   * writable, present once maelys_execution_wait_terminal's callback said
+   * so. Reads end (UV_EIO) once no process of the sandbox holds the
+   * terminal any more; it has no half-close (ABI 12). */
+  MAELYS_EXEC_STREAM_TERMINAL = 4
 } maelys_exec_stream_t;
 
 typedef enum maelys_execution_outcome {
@@ -727,6 +771,22 @@ MAELYS_EXECUTOR_API maelys_executor_result_t maelys_execution_spawn(
     maelys_execution_request_t* request, maelys_execution_t** out_execution,
     char** out_error);
 
+/*
+ * A dry run of maelys_execution_spawn: every check spawn makes before it
+ * launches anything -- the plan sealed, no system tree writable, the receipt
+ * directory outside the writable set and able to take a receipt, the request
+ * against the plan, the backend's proved capabilities, and the backend's own
+ * preparation (which opens every bind source and refuses what it cannot
+ * enforce) -- with nothing launched and nothing left behind: no descriptor,
+ * no receipt directory, no chain. The one exception is a bind whose missing
+ * mode is MAELYS_EXECUTOR_MISSING_CREATE: its source is created, as spawn
+ * would create it. MAELYS_EXECUTOR_OK when spawn would get past its checks;
+ * otherwise the error spawn would return. `plan` and `request` are borrowed.
+ */
+MAELYS_EXECUTOR_API maelys_executor_result_t maelys_execution_check(
+    maelys_executor_t* executor, const maelys_executor_plan_t* plan,
+    const maelys_execution_request_t* request, char** out_error);
+
 /* Calls `cb` once the execution has ended (or failed to launch). Never
  * synchronously; every waiter gets the same status. */
 MAELYS_EXECUTOR_API maelys_executor_result_t maelys_execution_wait(
@@ -765,6 +825,34 @@ MAELYS_EXECUTOR_API maelys_executor_result_t maelys_execution_take_fd(
  */
 MAELYS_EXECUTOR_API void
 maelys_execution_release(maelys_execution_t* execution);
+
+/* The payload's pseudo-terminal (MAELYS_EXEC_IO_TTY, ABI 12). The sandbox
+ * makes it, so it reaches the host only after spawn returned.
+ * `result` is MAELYS_EXECUTOR_OK once MAELYS_EXEC_STREAM_TERMINAL is present
+ * (take it with maelys_execution_stream or maelys_execution_take_fd), or
+ * MAELYS_EXECUTOR_ERR_SPAWN when the execution ended without one (its wait
+ * status says why). */
+typedef void (*maelys_execution_terminal_cb)(maelys_execution_t* execution,
+                                             maelys_executor_result_t result,
+                                             void* data);
+
+/* Calls `cb` once, never synchronously, when the payload's pseudo-terminal
+ * reached the host or the execution ended without one; before the
+ * execution's wait callbacks. MAELYS_EXECUTOR_ERR_STATE for an execution
+ * whose io mode is not TTY. */
+MAELYS_EXECUTOR_API maelys_executor_result_t maelys_execution_wait_terminal(
+    maelys_execution_t* execution, maelys_execution_terminal_cb cb, void* data,
+    char** out_error);
+
+/* Gives the payload's pseudo-terminal a new window size (TIOCSWINSZ on the
+ * master: the kernel sends SIGWINCH to the terminal's foreground process
+ * group). Before the terminal reached the host the size is kept and set on
+ * arrival. MAELYS_EXECUTOR_ERR_STATE once the stream was handed over with
+ * maelys_execution_take_fd (resize that descriptor itself) or without a
+ * terminal. */
+MAELYS_EXECUTOR_API maelys_executor_result_t
+maelys_execution_resize(maelys_execution_t* execution, unsigned rows,
+                        unsigned columns, char** out_error);
 
 /* The execution's identifier (32 lowercase hex digits); borrowed. */
 MAELYS_EXECUTOR_API const char*

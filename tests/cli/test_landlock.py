@@ -60,13 +60,15 @@ class Landlock(WardenCase):
             f.write("outside\n")
         os.chmod(self.outside, 0o644)
 
-    def plan_without_tree(self, *profile):
+    def plan_without_tree(self, *profile, rules=()):
         """The landlock-shaped built-in profile as a plan file that does not
         require the tree: what an unprivileged user without a delegated
-        cgroup can still run confined."""
+        cgroup can still run confined. `rules` are added to it as they are
+        (plan checks what it prints, so it would refuse them itself)."""
         p = self.blocked("plan", *profile, "--format", "json", check=0)
         plan = self.envelope(p.stdout)["data"]["plan"]
         plan["process_tree_required"] = False
+        plan["rules"].extend(rules)
         del plan["digest"]
         path = os.path.join(self.tmp, "plan-%s.json" % os.path.basename(
             self.ws))
@@ -76,7 +78,9 @@ class Landlock(WardenCase):
         return path
 
     def ro(self, *payload):
-        return self.blocked("run", "--ro", "--trace", "--allow-read",
+        # --io isolated: the payload's stdout is its stderr.
+        return self.blocked("run", "--ro", "--io", "isolated", "--trace",
+                            "--allow-read",
                             ARGS.fixture, "--", ARGS.fixture, *payload)
 
     def test_probe_says_who_serves(self):
@@ -135,8 +139,8 @@ class Landlock(WardenCase):
         """Confinement itself does not depend on the cgroup: a plan that
         does not require the tree confines for any user."""
         plan = self.plan_without_tree("--ro", "--allow-read", ARGS.fixture)
-        p = self.blocked("run", "--plan", plan, "--trace", "--",
-                         ARGS.fixture, "escape", "read",
+        p = self.blocked("run", "--plan", plan, "--io", "isolated", "--trace",
+                         "--", ARGS.fixture, "escape", "read",
                          os.path.join(self.ws, "inside"), "read",
                          self.outside, "write", os.path.join(self.ws, "new"),
                          "tcp", "127.0.0.1", "9", "userns")
@@ -162,8 +166,8 @@ class Landlock(WardenCase):
             err = self.failure(p, "ACCESS_DENIED")
             self.assertIn("idmapped", err["message"])
             os.chmod(self.ws, 0o777)
-        p = self.blocked("run", "--rw", "--allow-read", ARGS.fixture, "--",
-                         ARGS.fixture, "escape", "write",
+        p = self.blocked("run", "--rw", "--io", "isolated", "--allow-read",
+                         ARGS.fixture, "--", ARGS.fixture, "escape", "write",
                          os.path.join(self.ws, "new"), "write",
                          self.outside + "-new")
         out = p.stderr.decode()
@@ -176,7 +180,9 @@ class Landlock(WardenCase):
 
     def test_inexpressible_plan_is_refused_naming_the_rule(self):
         secret = os.path.join(self.ws, "inside")
-        plan = self.plan_without_tree("--ro", "--deny", secret)
+        plan = self.plan_without_tree(
+            "--ro", rules=[{"path": secret, "access": "deny",
+                            "scope": "literal-file"}])
         p = self.blocked("run", "--plan", plan, "--", ARGS.fixture, "exit",
                          "0", env=self.env(MAELYS_CLI_FORMAT="json"))
         self.assertEqual(p.returncode, 1)

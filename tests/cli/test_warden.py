@@ -203,6 +203,23 @@ class Warden(WardenCase):
         self.assertEqual(posix["capabilities"], [])
         self.assertIn("unconfined", posix["missing"]["network_none"])
 
+    def test_parallel_probes_each_prove(self):
+        """Wardens probing at once share /tmp for their probe directories
+        and sweep each other's stale ones: none may take a live probe's."""
+        procs = [subprocess.Popen(
+            ["/bin/sh", "-c", 'for i in 1 2 3 4 5 6; do "$0" probe '
+             '--format json; echo ===; done', ARGS.warden],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=self.env()) for _ in range(6)]
+        for proc in procs:
+            out, err = proc.communicate(timeout=300)
+            self.assertEqual(proc.returncode, 0, err)
+            docs = out.decode().split("===\n")[:-1]
+            self.assertEqual(len(docs), 6)
+            for doc in docs:
+                bw = json.loads(doc)["data"]["backends"][0]
+                self.assertIn("network_none", bw["capabilities"], bw)
+
     # ------------------------------------------------------------ run
 
     def test_exit_status_classes(self):
@@ -244,7 +261,7 @@ class Warden(WardenCase):
         p = self.warden("run", "--ro", "--allow-read", ARGS.fixture, "--",
                         ARGS.fixture, "escape", "write",
                         os.path.join(self.ws, "ro.txt"), check=0)
-        self.assertIn(b"write=blocked", p.stderr)
+        self.assertIn(b"write=blocked", p.stdout)
         self.assertFalse(os.path.exists(os.path.join(self.ws, "ro.txt")))
 
     def test_environment_is_closed(self):
@@ -288,19 +305,20 @@ class Warden(WardenCase):
         replies = [json.loads(l) for l in p.stdout.decode().splitlines()]
         self.assertEqual([r["id"] for r in replies], [0, 1, 2])
         self.assertTrue(all(r["result"] == "pong" for r in replies))
-        p = self.warden(*self.run_args("--", ARGS.fixture, "jsonrpc", "3",
-                                       "3"),
-                        input=requests, check=0)
-        replies = [json.loads(l) for l in p.stdout.decode().splitlines()]
-        self.assertEqual([r["id"] for r in replies], [0, 1, 2])
-        # stdin from /dev/null: an immediate end of input.
-        with open(os.devnull, "rb") as devnull:
-            q = subprocess.run([ARGS.warden] + self.run_args(
-                "--", ARGS.fixture, "echo", "3", "3"), stdin=devnull,
-                stdout=subprocess.PIPE, env=self.env(), cwd=self.ws,
-                timeout=60)
-        self.assertEqual(q.returncode, 0)
-        self.assertEqual(q.stdout, b"")
+        for mode, fds in (("isolated", ("3", "3")), ("auto", ("0", "1"))):
+            p = self.warden(*self.run_args("--io", mode, "--", ARGS.fixture,
+                                           "jsonrpc", *fds),
+                            input=requests, check=0)
+            replies = [json.loads(l) for l in p.stdout.decode().splitlines()]
+            self.assertEqual([r["id"] for r in replies], [0, 1, 2], mode)
+            # stdin from /dev/null: an immediate end of input.
+            with open(os.devnull, "rb") as devnull:
+                q = subprocess.run([ARGS.warden] + self.run_args(
+                    "--io", mode, "--", ARGS.fixture, "echo", *fds),
+                    stdin=devnull, stdout=subprocess.PIPE, env=self.env(),
+                    cwd=self.ws, timeout=60)
+            self.assertEqual(q.returncode, 0, mode)
+            self.assertEqual(q.stdout, b"", mode)
 
     def test_relay_from_and_to_regular_files(self):
         """stdin and stdout redirected to files: every chunk is relayed,
@@ -314,7 +332,8 @@ class Warden(WardenCase):
             with open(src, "wb") as f:
                 f.write(data)
             for mode, args in (("isolated", ["echo", "3", "3"]),
-                               ("stdio", ["echo", "0", "1"])):
+                               ("stdio", ["echo", "0", "1"]),
+                               ("auto", ["echo", "0", "1"])):
                 with open(src, "rb") as fin, open(dst, "wb") as fout:
                     p = subprocess.run(
                         [ARGS.warden] + self.run_args(
@@ -332,7 +351,7 @@ class Warden(WardenCase):
         import socket
         a, b = socket.socketpair()
         proc = subprocess.Popen([ARGS.warden] + self.run_args(
-            "--", ARGS.fixture, "echo", "3", "3"), stdin=b.fileno(),
+            "--", ARGS.fixture, "echo", "0", "1"), stdin=b.fileno(),
             stdout=b.fileno(), env=self.env(), cwd=self.ws)
         b.close()
         a.sendall(b"over a socket\n")
@@ -347,11 +366,13 @@ class Warden(WardenCase):
         self.assertEqual(got, b"over a socket\n")
         a.close()
 
+        # A terminal as stdin and stdout of the isolated mode (--io auto
+        # makes a terminal session there: test_session.py).
         import pty
         master, slave = pty.openpty()
         proc = subprocess.Popen([ARGS.warden] + self.run_args(
-            "--", ARGS.fixture, "echo", "3", "3"), stdin=slave, stdout=slave,
-            env=self.env(), cwd=self.ws)
+            "--io", "isolated", "--", ARGS.fixture, "echo", "3", "3"),
+            stdin=slave, stdout=slave, env=self.env(), cwd=self.ws)
         os.close(slave)
         os.write(master, b"on a terminal\n\x04")
         got = b""
@@ -368,7 +389,7 @@ class Warden(WardenCase):
     def test_other_signals_stop_too(self):
         for sig in (signal.SIGINT, signal.SIGHUP):
             proc = subprocess.Popen([ARGS.warden] + self.run_args(
-                "--", ARGS.fixture, "term-line", "3"), stdin=subprocess.PIPE,
+                "--", ARGS.fixture, "term-line", "1"), stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, env=self.env(), cwd=self.ws)
             self.assertEqual(proc.stdout.readline(), b"ready\n")
             proc.send_signal(sig)
@@ -381,7 +402,7 @@ class Warden(WardenCase):
         """1 GiB from the payload to a reader slower than it: the CLI's peak
         RSS stays under 32 MiB (backpressure, no unbounded buffer)."""
         proc = subprocess.Popen([ARGS.warden] + self.run_args(
-            "--", ARGS.fixture, "flood", str(1 << 30), "3"),
+            "--", ARGS.fixture, "flood", str(1 << 30), "1"),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             env=self.env(), cwd=self.ws)
         peak = 0
@@ -428,7 +449,7 @@ class Warden(WardenCase):
         return proc, line
 
     def test_sigterm_reaches_handling_payload(self):
-        proc, line = self.start("--", ARGS.fixture, "term-line", "3")
+        proc, line = self.start("--", ARGS.fixture, "term-line", "1")
         self.assertEqual(line, b"ready\n")
         proc.send_signal(signal.SIGTERM)
         last = proc.stdout.readline()
@@ -441,11 +462,10 @@ class Warden(WardenCase):
         marker = "term-marker-%d" % os.getpid()
         proc = subprocess.Popen([ARGS.warden] + self.run_args(
             "--grace", "300ms", "--", ARGS.fixture, "ignore-term", "60000",
-            marker), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, env=self.env(), cwd=self.ws)
-        # ignore-term says "ready" on its stdout, which isolated mode joins
-        # to stderr: once it did, its SIGTERM disposition is in place.
-        self.assertEqual(proc.stderr.readline(), b"ready\n")
+            marker), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, env=self.env(), cwd=self.ws)
+        # Once ignore-term said "ready", its SIGTERM disposition is in place.
+        self.assertEqual(proc.stdout.readline(), b"ready\n")
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
@@ -454,7 +474,7 @@ class Warden(WardenCase):
         self.assertLess(took, 0.5, "stop took %.3f s (grace 0.3 s)" % took)
         self.assertEqual(self.count_marked(marker), 0)
         proc.stdin.close()
-        proc.stderr.close()
+        proc.stdout.close()
 
     def sigkill_cli_when(self, marker, started):
         """Starts the CLI, SIGKILLs it once `started` of its descendants
@@ -504,11 +524,11 @@ class Warden(WardenCase):
         port = str(srv.getsockname()[1])
         p = self.warden(*self.run_args("--", ARGS.fixture, "escape", "tcp",
                                        "127.0.0.1", port), check=0)
-        self.assertIn(b"tcp=blocked", p.stderr)
+        self.assertIn(b"tcp=blocked", p.stdout)
         p = self.warden(*self.run_args("--network", "inherit", "--",
                                        ARGS.fixture, "escape", "tcp",
                                        "127.0.0.1", port), check=0)
-        self.assertIn(b"tcp=open", p.stderr)
+        self.assertIn(b"tcp=open", p.stdout)
         srv.close()
 
     def test_did_you_mean_and_durations(self):

@@ -613,7 +613,7 @@ static void test_writable_tree_contents(void** state) {
     return;
   char dir[] = "/var/tmp/maelys-contents-XXXXXX";
   assert_non_null(mkdtemp(dir));
-  char sub[PATH_MAX], file[PATH_MAX], other[PATH_MAX], cmd[3 * PATH_MAX];
+  char sub[PATH_MAX], file[PATH_MAX + 16], other[PATH_MAX], cmd[3 * PATH_MAX];
   snprintf(sub, sizeof sub, "%s/a/b", dir);
   snprintf(cmd, sizeof cmd, "mkdir -p %s", sub);
   assert_int_equal(system(cmd), 0);
@@ -1370,6 +1370,44 @@ static void test_symlink_source_refused(void** state) {
   harness_finish(&h);
 }
 
+/* More payload descriptors than the sandbox init keeps are refused before
+ * anything starts, never dropped (invariants 1 and 5): the protocol socket
+ * and MAELYS_EXECUTOR_MAX_CHANNELS channels are one too many. */
+static void test_too_many_descriptors_refused(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  maelys_executor_plan_t* plan =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, false);
+  maelys_execution_request_t* req = sandbox_request(NULL, ARGS("exit", "0"));
+  assert_int_equal(maelys_execution_request_set_io_mode(
+                       req, MAELYS_EXEC_IO_ISOLATED_DUPLEX, 3, NULL),
+                   0);
+  for (int c = 4; c < 4 + MAELYS_EXECUTOR_MAX_CHANNELS; c++) {
+    char name[16];
+    snprintf(name, sizeof name, "ch%d", c);
+    assert_int_equal(maelys_executor_plan_add_channel(plan, c, name, NULL), 0);
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    assert_int_equal(maelys_execution_request_add_channel(req, c, &fd, NULL),
+                     0);
+  }
+  assert_int_equal(maelys_executor_plan_seal(plan, NULL), 0);
+  char* err = NULL;
+  maelys_execution_t* e = NULL;
+  assert_int_equal(maelys_execution_spawn(h.executor, plan, req, &e, &err),
+                   MAELYS_EXECUTOR_ERR_UNSUPPORTED);
+  assert_null(e);
+  if (strstr(err, "more than 64 descriptors") == NULL)
+    fail_msg("unexpected refusal: %s", err);
+  maelys_executor_error_free(err);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
 /* A bwrap execution's receipt names the backend and its capabilities. */
 static void test_receipt(void** state) {
   (void)state;
@@ -1400,6 +1438,115 @@ static void test_receipt(void** state) {
   harness_finish(&h);
 }
 
+static int open_fd_count(void) {
+  DIR* d = opendir("/proc/self/fd");
+  int n = 0;
+  for (struct dirent* e; d != NULL && (e = readdir(d)) != NULL;)
+    n += e->d_name[0] != '.';
+  if (d != NULL)
+    closedir(d);
+  return n;
+}
+
+/* maelys_execution_check is spawn's dry run: for each plan it returns what
+ * spawn returns, and leaves nothing behind (no descriptor, no receipt
+ * directory). */
+static void test_check_agrees_with_spawn(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  sandbox_t s;
+  sandbox_dirs(&s);
+  char missing_deny[300], receipts_inside[300], receipts_new[300],
+      receipts_under_file[300];
+  snprintf(missing_deny, sizeof missing_deny, "%s/absent", s.ws);
+  snprintf(receipts_inside, sizeof receipts_inside, "%s/receipts", s.ws);
+  snprintf(receipts_new, sizeof receipts_new, "%s/receipts/new", s.dir);
+  snprintf(receipts_under_file, sizeof receipts_under_file, "%s/r", s.outside);
+  enum {
+    OK,
+    SYSTEM_TREE,
+    SHARED_TMP,
+    MISSING_DENY,
+    RECEIPT_INSIDE,
+    RECEIPT_UNDER_FILE,
+    POSIX_BACKEND,
+    CASES
+  };
+  for (int c = 0; c < CASES; c++) {
+    maelys_executor_plan_t* p =
+        sandbox_plan(&s, MAELYS_EXECUTOR_NETWORK_NONE,
+                     MAELYS_EXECUTOR_ROOT_READONLY, 0, false);
+    const char* extra_write = c == SYSTEM_TREE  ? "/etc"
+                              : c == SHARED_TMP ? "/tmp"
+                                                : NULL;
+    if (extra_write != NULL)
+      assert_int_equal(maelys_executor_plan_add_rule(
+                           p, extra_write, MAELYS_EXECUTOR_ACCESS_WRITE,
+                           MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),
+                       0);
+    if (c == MISSING_DENY)
+      assert_int_equal(maelys_executor_plan_add_rule(
+                           p, missing_deny, MAELYS_EXECUTOR_ACCESS_DENY,
+                           MAELYS_EXECUTOR_SCOPE_LITERAL_FILE, NULL),
+                       0);
+    assert_int_equal(maelys_executor_plan_seal(p, NULL), 0);
+    maelys_execution_request_t* req = sandbox_request(&s, ARGS("exit", "0"));
+    if (c == POSIX_BACKEND)
+      assert_int_equal(maelys_execution_request_set_backend(req, "posix", NULL),
+                       0);
+    const char* receipts = c == RECEIPT_INSIDE       ? receipts_inside
+                           : c == RECEIPT_UNDER_FILE ? receipts_under_file
+                                                     : receipts_new;
+    assert_int_equal(
+        maelys_execution_request_set_receipt_dir(req, receipts, NULL), 0);
+    int fds = open_fd_count();
+    char* check_error = NULL;
+    maelys_executor_result_t checked =
+        maelys_execution_check(h.executor, p, req, &check_error);
+    assert_int_equal(open_fd_count(), fds);
+    struct stat st;
+    assert_int_not_equal(stat(receipts_new, &st), 0);
+    maelys_execution_t* e = NULL;
+    char* spawn_error = NULL;
+    maelys_executor_result_t spawned =
+        maelys_execution_spawn(h.executor, p, req, &e, &spawn_error);
+    if (checked != spawned)
+      fail_msg(
+          "case %d: check %s (%s), spawn %s (%s)", c,
+          maelys_executor_result_name(checked), check_error ? check_error : "",
+          maelys_executor_result_name(spawned), spawn_error ? spawn_error : "");
+    assert_int_equal(
+        checked, c == OK                   ? MAELYS_EXECUTOR_OK
+                 : c == SYSTEM_TREE        ? MAELYS_EXECUTOR_ERR_DENIED
+                 : c == SHARED_TMP         ? MAELYS_EXECUTOR_ERR_DENIED
+                 : c == MISSING_DENY       ? MAELYS_EXECUTOR_ERR_UNSUPPORTED
+                 : c == RECEIPT_INSIDE     ? MAELYS_EXECUTOR_ERR_DENIED
+                 : c == RECEIPT_UNDER_FILE ? MAELYS_EXECUTOR_ERR_IO
+                                           : MAELYS_EXECUTOR_ERR_CAPABILITY);
+    if (checked != MAELYS_EXECUTOR_OK)
+      assert_string_equal(check_error, spawn_error);
+    if (e != NULL) {
+      waited_t w;
+      memset(&w, 0, sizeof w);
+      maelys_execution_wait(e, waited_cb, &w, NULL);
+      harness_run_until(&h, &w.done);
+      assert_int_equal(w.status.outcome, MAELYS_EXEC_OUTCOME_EXITED);
+      assert_int_equal(stat(receipts_new, &st), 0);
+      maelys_execution_release(e);
+    }
+    maelys_executor_error_free(check_error);
+    maelys_executor_error_free(spawn_error);
+    maelys_execution_request_destroy(req);
+    maelys_executor_plan_destroy(p);
+    rm_rf(receipts_new);
+  }
+  rm_rf(s.dir);
+  harness_finish(&h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_capabilities_proved),
@@ -1422,7 +1569,9 @@ int main(void) {
       cmocka_unit_test(test_missing_bwrap_refuses),
       cmocka_unit_test(test_blocked_userns_refuses),
       cmocka_unit_test(test_symlink_source_refused),
+      cmocka_unit_test(test_too_many_descriptors_refused),
       cmocka_unit_test(test_receipt),
+      cmocka_unit_test(test_check_agrees_with_spawn),
   };
   return harness_exit(
       cmocka_run_group_tests_name("bubblewrap", tests, NULL, NULL));

@@ -437,15 +437,22 @@ static void test_host_killed_during_probe(void** state) {
         bool old = false;
         for (int k = 0; k < nbefore; k++)
           old = old || strcmp(after[i], before[k]) == 0;
-        /* A registration that is still running (another test's) holds its
-         * directory's lock: that one is not left behind. */
-        char lock[400];
-        snprintf(lock, sizeof lock, "/tmp/%.255s/.lock", after[i]);
-        int fd = open(lock, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-        bool in_use = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0;
-        if (fd >= 0)
-          close(fd);
-        if (!old && !in_use)
+        /* This build's directories name their creator
+         * (maelys-probe-UID-PID-START-XXXXXX): the killed host's, and any
+         * other dead creator's, must be gone; a live creator's (another
+         * test's, another suite's registration) is in use. A name without
+         * a creator is another build's (other suites share /tmp on a
+         * development machine) and is not judged here. */
+        int creator = 0;
+        unsigned long long start = 0;
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "maelys-probe-%u-",
+                 (unsigned)geteuid());
+        bool named = sscanf(after[i] + strlen(prefix), "%d-%llu-", &creator,
+                            &start) == 2 &&
+                     creator > 0;
+        bool dead = named && (creator == host || !process_exists(creator));
+        if (!old && dead)
           fail_msg("the probe directory /tmp/%s of a registration killed %d "
                    "ms in outlived the next registration",
                    after[i], step);

@@ -659,6 +659,84 @@ static void test_host_root_staging(void** state) {
   assert_int_equal(t->out.fd_count, 2); /* /usr and the helper */
 }
 
+/* A read-only rule nested in a writable one is staged like it, so that its
+ * owner inside is the same (git checks that a .git file and its working tree
+ * have one owner). */
+static void test_host_root_stages_nested_read_only(void** state) {
+  fixture_t* t = *state;
+  t->env.host_root = true;
+  fake_add(&t->fake, "/srv/ws", MAELYS__BWRAP_DIRECTORY);
+  fake_add(&t->fake, "/srv/ws/.git", MAELYS__BWRAP_FILE);
+  fake_add(&t->fake, "/srv/pub", MAELYS__BWRAP_DIRECTORY);
+  for (size_t i = t->fake.count - 3; i < t->fake.count; i++)
+    t->fake.entries[i].world = true;
+  assert_int_equal(maelys_executor_plan_add_rule(
+                       t->plan, "/srv/ws", MAELYS_EXECUTOR_ACCESS_WRITE,
+                       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),
+                   0);
+  assert_int_equal(maelys_executor_plan_add_rule(
+                       t->plan, "/srv/ws/.git", MAELYS_EXECUTOR_ACCESS_READ,
+                       MAELYS_EXECUTOR_SCOPE_LITERAL_FILE, NULL),
+                   0);
+  assert_int_equal(maelys_executor_plan_add_rule(
+                       t->plan, "/srv/pub", MAELYS_EXECUTOR_ACCESS_READ,
+                       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),
+                   0);
+  lower_ok(t);
+  HAS(t, "--bind", "/run/stage/0", "/srv/ws");
+  HAS(t, "--ro-bind", "/run/stage/1", "/srv/ws/.git");
+  assert_int_equal(t->out.stage_count, 2);
+  assert_false(t->out.stages[1].is_directory);
+  /* Read-only and outside every writable rule: by descriptor. */
+  bool by_fd = false;
+  for (size_t i = 2; i < t->out.argc; i++)
+    by_fd = by_fd || (strcmp(t->out.args[i], "/srv/pub") == 0 &&
+                      strcmp(t->out.args[i - 2], "--ro-bind-fd") == 0);
+  assert_true(by_fd);
+}
+
+/* The index of `word` in the command (the helper's arguments), or -1. */
+static int command_index(const fixture_t* t, const char* word) {
+  for (size_t i = 0; i < t->out.command_argc; i++)
+    if (strcmp(t->out.command[i], word) == 0)
+      return (int)i;
+  return -1;
+}
+
+/* A terminal session: the sandbox's init is told where the rendezvous is
+ * and the size to start with; without one, nothing of it appears. */
+static void test_terminal_session(void** state) {
+  fixture_t* t = *state;
+  t->env.terminal_fd = 12;
+  assert_int_equal(maelys_executor_plan_add_dev(t->plan, "/dev", NULL), 0);
+  lower_ok(t);
+  assert_int_equal(command_index(t, "--terminal-fd"), -1);
+  assert_int_equal(maelys_execution_request_set_io_mode(
+                       t->request, MAELYS_EXEC_IO_TTY, -1, NULL),
+                   0);
+  assert_int_equal(
+      maelys_execution_request_set_terminal_size(t->request, 33, 120, NULL), 0);
+  lower_ok(t);
+  int i = command_index(t, "--terminal-fd");
+  assert_true(i > 0);
+  assert_string_equal(t->out.command[i + 1], "12");
+  assert_string_equal(t->out.command[i + 2], "--terminal-size");
+  assert_string_equal(t->out.command[i + 3], "33x120");
+  /* Before the payload's own arguments. */
+  assert_true(i < command_index(t, "--exec"));
+}
+
+/* Without a /dev there is no devpts to make the terminal from: refused. */
+static void test_terminal_needs_dev(void** state) {
+  fixture_t* t = *state;
+  t->env.terminal_fd = 12;
+  assert_int_equal(maelys_execution_request_set_io_mode(
+                       t->request, MAELYS_EXEC_IO_TTY, -1, NULL),
+                   0);
+  assert_int_equal(maelys_executor_plan_add_dev(t->plan, "/devices", NULL), 0);
+  expect_error(t, MAELYS_EXECUTOR_ERR_UNSUPPORTED, "mounts no /dev");
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
@@ -691,6 +769,9 @@ int main(void) {
       T(test_network_mediated_rejected),
       T(test_process_options_env_and_command),
       T(test_host_root_staging),
+      T(test_host_root_stages_nested_read_only),
+      T(test_terminal_session),
+      T(test_terminal_needs_dev),
   };
   return cmocka_run_group_tests_name("bwrap-args", tests, NULL, NULL);
 }

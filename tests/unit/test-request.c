@@ -102,6 +102,19 @@ static void test_request_bad_inputs(void** state) {
   BAD(maelys_execution_request_add_channel(r, 4, &fd, &err), A,
       "already has a channel");
   assert_int_equal(fd, -1);
+  /* The layout holds MAELYS_EXECUTOR_MAX_CHANNELS: one more is refused, and
+   * its descriptor consumed, instead of being dropped at spawn. */
+  for (int c = 5; c < 4 + MAELYS_EXECUTOR_MAX_CHANNELS; c++) {
+    fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    assert_int_equal(maelys_execution_request_add_channel(r, c, &fd, NULL), 0);
+  }
+  fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  keep = fd;
+  BAD(maelys_execution_request_add_channel(r, 4 + MAELYS_EXECUTOR_MAX_CHANNELS,
+                                           &fd, &err),
+      MAELYS_EXECUTOR_ERR_UNSUPPORTED, "at most 64 channels");
+  assert_int_equal(fd, -1);
+  assert_true(fcntl(keep, F_GETFD) < 0);
   maelys_execution_request_destroy(r);
 }
 

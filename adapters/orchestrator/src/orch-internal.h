@@ -134,6 +134,7 @@ struct maelys_orchestrator_operation {
   uint64_t wall_ms;
   maelys_orchestrator_start_cb start_cb;
   void* start_data;
+  json_t* host_context; /* the receipt's context.host, or NULL */
 };
 
 /* The check of a list of declared accesses (and, when not NULL, a request)

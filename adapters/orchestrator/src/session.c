@@ -85,6 +85,7 @@ void maelys_orchestrator_operation_destroy(
     free(op->declared[i].path_or_host);
   free(op->declared);
   free(op->name);
+  json_decref(op->host_context);
   free(op);
 }
 
@@ -145,6 +146,25 @@ maelys_orchestrator_operation_set_wall_time(maelys_orchestrator_operation_t* op,
     return maelys__orch_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
                              "operation is NULL");
   op->wall_ms = ms;
+  return MAELYS_EXECUTOR_OK;
+}
+
+maelys_executor_result_t maelys_orchestrator_operation_set_host_context(
+    maelys_orchestrator_operation_t* op, const char* json_object,
+    char** out_error) {
+  if (out_error != NULL && *out_error != NULL)
+    return MAELYS_EXECUTOR_ERR_ARGUMENT;
+  if (op == NULL || json_object == NULL)
+    return maelys__orch_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                             "operation and context are required");
+  json_t* doc = json_loads(json_object, JSON_REJECT_DUPLICATES, NULL);
+  if (!json_is_object(doc)) {
+    json_decref(doc);
+    return maelys__orch_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                             "the host context is not a JSON object");
+  }
+  json_decref(op->host_context);
+  op->host_context = doc;
   return MAELYS_EXECUTOR_OK;
 }
 
@@ -381,10 +401,11 @@ spawn_op(maelys_orchestrator_session_t* s, maelys_orchestrator_operation_t* op,
          json_t* decision, const char* previous_digest,
          maelys_orchestrator_result_cb cb, void* data, char** out_error) {
   const char* digest = maelys_orchestrator_boundary_digest(s->boundary);
-  json_t* ctx = json_pack("{s:s, s:{s:s, s:s}, s:s, s:O?, s:s?}", "session",
-                          s->id, "operation", "id", op->id, "name", op->name,
-                          "plan_digest", digest, "decision", decision,
-                          "previous_plan_digest", previous_digest);
+  json_t* ctx =
+      json_pack("{s:s, s:{s:s, s:s}, s:s, s:O?, s:s?, s:O?}", "session", s->id,
+                "operation", "id", op->id, "name", op->name, "plan_digest",
+                digest, "decision", decision, "previous_plan_digest",
+                previous_digest, "host", op->host_context);
   char* ctx_text =
       ctx ? json_dumps(ctx, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
   json_decref(ctx);

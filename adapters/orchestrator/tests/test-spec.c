@@ -216,12 +216,38 @@ static void test_spec_file_trust(void** state) {
   unlink(path);
 }
 
+/* The host's receipt context: a JSON object, kept as given; nothing else. */
+static void test_operation_host_context(void** state) {
+  (void)state;
+  maelys_orchestrator_operation_t* op = NULL;
+  maelys_execution_request_t* req = NULL;
+  assert_int_equal(maelys_execution_request_create(&req, NULL), 0);
+  assert_int_equal(maelys_orchestrator_operation_create("op", req, &op, NULL),
+                   0);
+  char* error = NULL;
+  assert_int_equal(
+      maelys_orchestrator_operation_set_host_context(op, "[1]", &error),
+      MAELYS_EXECUTOR_ERR_ARGUMENT);
+  assert_non_null(strstr(error, "not a JSON object"));
+  maelys_executor_error_free(error);
+  error = NULL;
+  assert_int_equal(
+      maelys_orchestrator_operation_set_host_context(op, "{\"a\":", NULL),
+      MAELYS_EXECUTOR_ERR_ARGUMENT);
+  assert_int_equal(maelys_orchestrator_operation_set_host_context(
+                       op, "{\"protection\": {\"protected\": []}}", NULL),
+                   0);
+  assert_non_null(json_object_get(op->host_context, "protection"));
+  maelys_orchestrator_operation_destroy(op);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_json_errors_name_the_path),
       cmocka_unit_test(test_sandbox_wide_limits_refused),
       cmocka_unit_test(test_prepare),
       cmocka_unit_test(test_spec_file_trust),
+      cmocka_unit_test(test_operation_host_context),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

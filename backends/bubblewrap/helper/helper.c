@@ -3,6 +3,7 @@
  *
  *   helper init --status-fd S --stderr-fd E --limit L [--keep-fd N]...
  *               [--rlimit NAME:SOFT:HARD]... [--tasks N]
+ *               [--terminal-fd T --terminal-size ROWSxCOLS]
  *               [--setenv NAME VALUE]... [--unsetenv NAME]...
  *               --exec PATH -- ARGV...
  *
@@ -10,6 +11,10 @@
  *   - forwards the graceful signals it receives from the host to every
  *     process of the sandbox (kill(-1)): bwrap forwards nothing, and a pid 1
  *     only receives signals it has a handler for;
+ *   - with T, makes the payload a pseudo-terminal of its own from the
+ *     sandbox's devpts instance, sends its master to the host over T and
+ *     gives the payload the slave as 0, 1 and 2, in a session of its own
+ *     with that terminal as its controlling terminal (pty.c);
  *   - starts the payload with the exact descriptor layout (the payload's
  *     stderr moved back from E to 2, every descriptor outside 0..L-1 and the
  *     kept ones closed), the plan's rlimits and its task ceiling (N, as
@@ -96,6 +101,8 @@
 #include <cap-ng.h>
 #include <jansson.h>
 #include <linux/mount.h>
+
+#include "pty.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -216,7 +223,14 @@ static int parse_rlimit(const char* s, rlimit_arg_t* out) {
   return 0;
 }
 
-enum { STEP_FORK = 1, STEP_DUP, STEP_RLIMIT, STEP_CAPABILITIES, STEP_EXECVE };
+enum {
+  STEP_FORK = 1,
+  STEP_DUP,
+  STEP_RLIMIT,
+  STEP_CAPABILITIES,
+  STEP_EXECVE,
+  STEP_TERMINAL
+};
 
 static const char* step_name(int step) {
   switch (step) {
@@ -230,6 +244,8 @@ static const char* step_name(int step) {
     return "drop-capabilities";
   case STEP_EXECVE:
     return "execve";
+  case STEP_TERMINAL:
+    return "terminal";
   }
   return "unknown";
 }
@@ -244,6 +260,26 @@ static void close_all_but(int a, int b) {
   syscall(SYS_close_range, (unsigned)hi + 1, ~0U, 0u);
 }
 
+/* The terminal exists, and its master is the host's, before the payload
+ * does; its slave waits far above the layout, like the pipe. The slave, or
+ * -1 once the failure is reported. */
+static int make_terminal(int terminal_fd, unsigned rows, unsigned columns,
+                         int limit) {
+  int slave = -1;
+  int made = maelys__helper_terminal_make(terminal_fd, rows, columns);
+  int made_errno = made < 0 ? -made : 0;
+  if (made >= 0) {
+    slave = fcntl(made, F_DUPFD_CLOEXEC, limit + 64);
+    if (slave < 0)
+      made_errno = errno;
+    close(made);
+  }
+  if (slave < 0)
+    report("maelys-init launch-failed %s %d", step_name(STEP_TERMINAL),
+           made_errno);
+  return slave;
+}
+
 static int init_main(int argc, char** argv) {
   int stderr_fd = -1, limit = -1;
   int keep[64];
@@ -252,6 +288,8 @@ static int init_main(int argc, char** argv) {
   size_t limit_count = 0;
   const char* exec_path = NULL;
   int tasks = 0;
+  int terminal_fd = -1;
+  unsigned rows = 0, columns = 0;
   int i = 2;
   /* Before anything of the sandbox can look: /proc/1/fd and ptrace need a
    * dumpable target, and this process holds the status channel. */
@@ -289,6 +327,13 @@ static int init_main(int argc, char** argv) {
     } else if (strcmp(a, "--unsetenv") == 0) {
       if (unsetenv(argv[++i]) != 0)
         goto usage;
+    } else if (strcmp(a, "--terminal-fd") == 0) {
+      if (parse_int(argv[++i], &terminal_fd) != 0)
+        goto usage;
+    } else if (strcmp(a, "--terminal-size") == 0) {
+      if (sscanf(argv[++i], "%ux%u", &rows, &columns) != 2 || rows < 1 ||
+          rows > 65535 || columns < 1 || columns > 65535)
+        goto usage;
     } else if (strcmp(a, "--exec") == 0) {
       exec_path = argv[++i];
     } else {
@@ -296,10 +341,12 @@ static int init_main(int argc, char** argv) {
     }
   }
   if (status_fd < 0 || stderr_fd < 0 || limit < 3 || exec_path == NULL ||
-      i >= argc)
+      i >= argc || (terminal_fd >= 0) != (rows > 0))
     goto usage;
   char** payload_argv = argv + i;
   fcntl(status_fd, F_SETFD, FD_CLOEXEC);
+  if (terminal_fd >= 0)
+    fcntl(terminal_fd, F_SETFD, FD_CLOEXEC);
 
   /* Die with the supervisor, without a window. bwrap arms the sandbox's
    * parent-death signal only just before it execs us, and does not check
@@ -339,6 +386,11 @@ static int init_main(int argc, char** argv) {
   close(pipefd[0]);
   close(pipefd[1]);
 
+  int slave = -1;
+  if (terminal_fd >= 0 &&
+      (slave = make_terminal(terminal_fd, rows, columns, limit)) < 0)
+    return 127;
+
   sigset_t all, old;
   sigfillset(&all);
   sigprocmask(SIG_SETMASK, &all, &old);
@@ -364,6 +416,9 @@ static int init_main(int argc, char** argv) {
       if (!kept)
         close(fd);
     }
+    if (step == 0 && slave >= 0 &&
+        (err = -maelys__helper_terminal_attach(slave)) != 0)
+      step = STEP_TERMINAL;
     if (step == 0 && syscall(SYS_close_range, (unsigned)limit, ~0U,
                              CLOSE_RANGE_CLOEXEC) != 0) {
       for (int fd = limit; fd < 65536; fd++)

@@ -311,6 +311,13 @@ maelys_orchestrator_operation_declare_connect(
     maelys_orchestrator_operation_t* op, const char* host, unsigned port,
     char** out_error);
 /* Stop it (gracefully, then by force) after `ms` milliseconds; 0: never. */
+/* A JSON object of the host's (what it protected, for one) that the receipt
+ * of this operation carries in its context under "host", beside what the
+ * session records there. Anything but a JSON object is refused. */
+MAELYS_EXECUTOR_API maelys_executor_result_t
+maelys_orchestrator_operation_set_host_context(
+    maelys_orchestrator_operation_t* op, const char* json_object,
+    char** out_error);
 MAELYS_EXECUTOR_API maelys_executor_result_t
 maelys_orchestrator_operation_set_wall_time(maelys_orchestrator_operation_t* op,
                                             uint64_t ms, char** out_error);
