@@ -70,6 +70,7 @@ struct executor_rec {
   addon_t* addon;
   maelys_executor_t* executor; /* NULL once destroyed */
   size_t unreleased;           /* executions spawned and not released */
+  size_t released_running;     /* released, launcher not yet known gone */
   bool handle_gone;            /* its JavaScript handle was collected */
   executor_rec_t* prev;
   executor_rec_t* next;
@@ -285,9 +286,15 @@ static void executor_maybe_free(executor_rec_t* ex) {
 }
 
 /* An executor whose JavaScript handle is gone is destroyed once its last
- * execution is released (maelys_executor_destroy refuses before). */
+ * execution is released (maelys_executor_destroy refuses before) and every
+ * released one has ended. Destroying it earlier would hand the still
+ * running ones to the core's background reapers, which close their status
+ * pipes: a sandbox still being set up takes that for the death of its host
+ * and ends itself, so a collected Executor would kill what release() left
+ * running. */
 static void executor_maybe_destroy(executor_rec_t* ex) {
-  if (ex->executor != NULL && ex->handle_gone && ex->unreleased == 0) {
+  if (ex->executor != NULL && ex->handle_gone && ex->unreleased == 0 &&
+      ex->released_running == 0) {
     maelys_executor_destroy(ex->executor, NULL);
     ex->executor = NULL;
   }
@@ -331,7 +338,10 @@ static void prune_released(addon_t* a) {
     if (rec->execution == NULL && rec->pidfd >= 0 &&
         pidfd_signal(rec->pidfd, 0) != 0 && errno == ESRCH) {
       close_pidfd(rec);
+      executor_rec_t* owner = rec->owner;
+      owner->released_running--;
       execution_maybe_free(rec);
+      executor_maybe_destroy(owner);
     }
     rec = next;
   }
@@ -379,10 +389,12 @@ static void execution_release(execution_rec_t* rec) {
   }
   maelys_execution_release(rec->execution);
   rec->execution = NULL;
+  executor_rec_t* owner = rec->owner;
   if (rec->ended)
     close_pidfd(rec);
+  else
+    owner->released_running++;
   drop_js(rec);
-  executor_rec_t* owner = rec->owner;
   owner->unreleased--;
   executor_maybe_destroy(owner);
   execution_maybe_free(rec);
@@ -633,11 +645,14 @@ static void finalize_executor(napi_env env, void* data, void* hint) {
   executor_rec_t* ex = data;
   (void)env;
   (void)hint;
+  addon_t* a = ex->addon;
   ex->handle_gone = true;
-  if (ex->addon->tearing_down)
+  if (a->tearing_down) {
     executor_maybe_free(ex);
-  else
-    executor_maybe_destroy(ex);
+  } else {
+    executor_maybe_destroy(ex); /* may free it */
+    prune_released(a);          /* may destroy it, once its launchers ended */
+  }
 }
 
 static napi_value js_create_executor(napi_env env, napi_callback_info info) {
