@@ -284,7 +284,8 @@ export interface IsolatedRun {
   readonly stderr: Readable;
   readonly pid: number;
   readonly workspace: string;
-  /** Once the launcher exited; null before and when nothing started. */
+  /** Once the launcher exited; null before, and when the CLI refused
+   * before launching anything (a launch failure has one). */
   readonly receipt: Receipt | null;
   wait(): Promise<IsolatedResult>;
   stop(): Promise<IsolatedResult>;

@@ -132,6 +132,52 @@ function envArgs(env) {
   return args;
 }
 
+// The protocol as one duplex over the CLI's stdout (readable) and stdin
+// (writable). Unlike Duplex.from(), the launcher's normal end is not an
+// error: its stdout ends, its stdin is closed, and only a write that can no
+// longer be delivered fails (and is reported as such).
+class LauncherDuplex extends Duplex {
+  #stdin;
+  #stdout;
+
+  constructor(stdin, stdout) {
+    super();
+    this.#stdin = stdin;
+    this.#stdout = stdout;
+    stdout.on('data', (chunk) => {
+      if (!this.push(chunk)) stdout.pause();
+    });
+    stdout.on('end', () => this.push(null));
+    stdout.on('error', (e) => this.destroy(e));
+    // An EPIPE reaches the pending write's callback; the stream's own
+    // 'error' event must not be unhandled as well.
+    stdin.on('error', () => {});
+  }
+
+  _read() {
+    this.#stdout.resume();
+  }
+
+  _write(chunk, encoding, callback) {
+    if (this.#stdin.destroyed || this.#stdin.writableEnded) {
+      callback(fail('IO', 'the launcher no longer reads the protocol (it has ended)'));
+      return;
+    }
+    this.#stdin.write(chunk, encoding, callback);
+  }
+
+  _final(callback) {
+    if (this.#stdin.destroyed || this.#stdin.writableEnded) callback();
+    else this.#stdin.end(callback);
+  }
+
+  _destroy(error, callback) {
+    this.#stdin.destroy();
+    this.#stdout.destroy();
+    callback(error);
+  }
+}
+
 function readReceipt(dir, before) {
   let names;
   try {
@@ -301,7 +347,7 @@ class IsolatedRun {
     /** The payload's working directory. */
     this.workspace = workspace;
     /** Bytes to and from the payload's fd 3: the CLI's stdout and stdin. */
-    this.protocol = Duplex.from({ readable: child.stdout, writable: child.stdin });
+    this.protocol = new LauncherDuplex(child.stdin, child.stdout);
     /** The payload's stdout and stderr, and the CLI's own failures. */
     this.stderr = child.stderr;
     live.add(this);
@@ -343,7 +389,7 @@ class IsolatedRun {
   }
 
   /** The receipt the CLI wrote (parsed), once the launcher exited; null
-   * before, and when the payload never started. */
+   * before, and when the CLI refused before launching anything. */
   get receipt() {
     return this.#receipt;
   }

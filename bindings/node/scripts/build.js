@@ -53,6 +53,14 @@ if (!fs.existsSync(path.join(repo, 'CMakeLists.txt')) ||
        'core from the repository it lives in');
 }
 
+// A build directory configured for another source tree (this package was
+// copied or moved, as CI's unprivileged copy is) cannot be reused by CMake.
+const cache = path.join(build, 'CMakeCache.txt');
+if (fs.existsSync(cache)) {
+  const home = /^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$/m.exec(fs.readFileSync(cache, 'utf8'));
+  if (!home || path.resolve(home[1]) !== repo) fs.rmSync(build, { recursive: true, force: true });
+}
+
 const include = headerDir();
 run([
   'cmake', '-S', repo, '-B', build,
