@@ -520,8 +520,10 @@ class Executor {
     return spawnExecution(this.#handle, planHandles.get(sealed), normalizeRequest(request));
   }
 
-  /** Destroys the executor; every execution must have been released
-   * (code 'STATE' otherwise, and nothing changes). Idempotent. */
+  /** Closes the executor: spawn is refused from now on. Every execution
+   * must have been released (code 'STATE' otherwise, and nothing changes);
+   * the native executor is destroyed once those release() left running
+   * have ended. Idempotent. */
   close() {
     binding.closeExecutor(this.#handle);
   }

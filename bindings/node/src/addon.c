@@ -35,11 +35,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <node_api.h>
 
 #include "maelys/executor.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3 /* waitid(2), Linux 5.4 */
+#endif
 
 /* How long the environment's cleanup waits for killed executions to report
  * their end (the core's force budget and status drain are 2 s each by
@@ -72,6 +77,7 @@ struct executor_rec {
   size_t unreleased;           /* executions spawned and not released */
   size_t released_running;     /* released, launcher not yet known gone */
   bool handle_gone;            /* its JavaScript handle was collected */
+  bool closed;                 /* close() was called */
   executor_rec_t* prev;
   executor_rec_t* next;
 };
@@ -86,6 +92,7 @@ struct execution_rec {
   addon_t* addon;
   executor_rec_t* owner;
   maelys_execution_t* execution; /* NULL once released */
+  int pid;                       /* the launcher's */
   int pidfd;                     /* the launcher's; -1 once known gone */
   bool ended;
   bool referenced; /* ref()/unref(): keeps the loop alive */
@@ -285,16 +292,17 @@ static void executor_maybe_free(executor_rec_t* ex) {
   free(ex);
 }
 
-/* An executor whose JavaScript handle is gone is destroyed once its last
- * execution is released (maelys_executor_destroy refuses before) and every
- * released one has ended. Destroying it earlier would hand the still
- * running ones to the core's background reapers, which close their status
- * pipes: a sandbox still being set up takes that for the death of its host
- * and ends itself, so a collected Executor would kill what release() left
- * running. */
+/* An executor closed or whose JavaScript handle is gone is destroyed once
+ * its last execution is released (maelys_executor_destroy refuses before)
+ * and every released one has ended. Destroying it earlier would hand the
+ * still running ones to the core's background reapers, which close their
+ * status pipes: a sandbox still being set up takes that for the death of
+ * its host and ends itself, so a collected Executor would kill what
+ * release() left running. It also keeps this loop's thread the only one
+ * that reaps a launcher the addon tracks (see kill_all). */
 static void executor_maybe_destroy(executor_rec_t* ex) {
-  if (ex->executor != NULL && ex->handle_gone && ex->unreleased == 0 &&
-      ex->released_running == 0) {
+  if (ex->executor != NULL && (ex->handle_gone || ex->closed) &&
+      ex->unreleased == 0 && ex->released_running == 0) {
     maelys_executor_destroy(ex->executor, NULL);
     ex->executor = NULL;
   }
@@ -540,17 +548,37 @@ static void on_stopped(maelys_execution_t* e,
 
 /* ------------------------------------------------------------ kill all */
 
+/* Whether a launcher the addon tracks is still unreaped. Until it is
+ * reaped its pid is also the id of its process group, which then names no
+ * other group. Only this loop's thread reaps such a launcher (an executor
+ * with released executions still running is not destroyed, so the core's
+ * background reapers never hold one before the teardown), so the answer
+ * still holds when the signal is sent. */
+static bool launcher_unreaped(const execution_rec_t* rec) {
+  siginfo_t info;
+  memset(&info, 0, sizeof info);
+  return waitid((idtype_t)P_PIDFD, (id_t)rec->pidfd, &info,
+                WEXITED | WNOHANG | WNOWAIT) == 0;
+}
+
 /* SIGKILL for everything the addon started that may still run: the forced
  * stop of every execution still held (the payload's tree through the core),
- * and the launcher of every released one through its pidfd. Synchronous:
- * safe from process.on('exit'). */
+ * and for every released one its launcher's process group (while bwrap
+ * sets a sandbox up, its child has no parent-death signal yet: killing the
+ * launcher alone could leave that child waiting forever) and the launcher
+ * itself through its pidfd. Synchronous: safe from process.on('exit'). */
 static void kill_all(addon_t* a) {
   for (execution_rec_t* rec = a->executions; rec != NULL; rec = rec->next) {
-    if (rec->execution != NULL && !rec->ended)
+    if (rec->ended)
+      continue;
+    if (rec->execution != NULL) {
       maelys_execution_stop(rec->execution, MAELYS_EXEC_STOP_FORCED, NULL, NULL,
                             NULL);
-    if (rec->pidfd >= 0 && !rec->ended)
+    } else if (rec->pidfd >= 0) {
+      if (launcher_unreaped(rec))
+        kill(-rec->pid, SIGKILL);
       pidfd_signal(rec->pidfd, SIGKILL);
+    }
   }
 }
 
@@ -686,7 +714,7 @@ static napi_value js_create_executor(napi_env env, napi_callback_info info) {
 
 static executor_rec_t* live_executor(napi_env env, napi_value v) {
   executor_rec_t* ex = unwrap(env, v, &executor_tag, "executor");
-  if (ex != NULL && ex->executor == NULL) {
+  if (ex != NULL && (ex->executor == NULL || ex->closed)) {
     throw_code(env, MAELYS_EXECUTOR_ERR_STATE, "the executor was closed");
     return NULL;
   }
@@ -869,13 +897,22 @@ static napi_value js_close_executor(napi_env env, napi_callback_info info) {
     return NULL;
   napi_value undefined = NULL;
   napi_get_undefined(env, &undefined);
-  if (ex->executor == NULL)
+  if (ex->executor == NULL || ex->closed)
     return undefined; /* closing twice is harmless */
-  char* error = NULL;
-  maelys_executor_result_t r = maelys_executor_destroy(ex->executor, &error);
-  if (r != MAELYS_EXECUTOR_OK)
-    return throw_result(env, r, NULL, error);
-  ex->executor = NULL;
+  if (ex->unreleased > 0) {
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "%zu executions are not released; release them before closing "
+             "the executor",
+             ex->unreleased);
+    return throw_code(env, MAELYS_EXECUTOR_ERR_STATE, msg);
+  }
+  /* Closed now for JavaScript; destroyed once what release() left running
+   * has ended (executor_maybe_destroy). */
+  addon_t* a = ex->addon;
+  ex->closed = true;
+  executor_maybe_destroy(ex);
+  prune_released(a);
   return undefined;
 }
 
@@ -1264,6 +1301,7 @@ static napi_value js_spawn(napi_env env, napi_callback_info info) {
   rec->addon = a;
   rec->owner = ex;
   rec->execution = e;
+  rec->pid = maelys_execution_pid(e);
   rec->pidfd = pidfd;
   rec->referenced = true;
   napi_value handle = NULL, result = NULL, fd_array = NULL, name = NULL;

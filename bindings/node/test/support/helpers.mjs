@@ -41,14 +41,22 @@ export function survivors(token) {
   return found;
 }
 
-/** Polls until no process carries `token` (or the deadline); returns the
- * survivors left. */
+/** Polls until no process carries `token` (or the deadline), then kills
+ * (by pid) whatever still does, so that a failing test cannot leave a
+ * process holding this suite's pipes open; returns those survivors. */
 export async function waitGone(token, ms = 5000) {
   const deadline = Date.now() + ms;
   let left = survivors(token);
   while (left.length > 0 && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 25));
     left = survivors(token);
+  }
+  for (const pid of left) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone meanwhile
+    }
   }
   return left;
 }
