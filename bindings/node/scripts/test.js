@@ -19,7 +19,11 @@ if (files.length === 0) {
   process.stderr.write(`no test file matches ${only.join(' ')}\n`);
   process.exit(1);
 }
+// --test-concurrency exists from Node 20.10; older runners take one file
+// at a time only on one core.
+const [major, minor] = process.versions.node.split('.').map(Number);
+const concurrency = major > 20 || (major === 20 && minor >= 10) ? ['--test-concurrency=1'] : [];
 const r = spawnSync(process.execPath, [
-  '--test', '--test-concurrency=1', '--test-reporter=spec', ...files,
+  '--test', ...concurrency, '--test-reporter=spec', ...files,
 ], { stdio: 'inherit', cwd: path.resolve(__dirname, '..') });
 process.exit(r.status ?? 1);

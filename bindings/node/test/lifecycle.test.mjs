@@ -145,20 +145,24 @@ test('bubblewrap: SIGKILL of the host leaves no running sandbox', async (t) => {
   }
 });
 
-// Known gap in the bubblewrap helper, not in the addon: the sandbox's pid 1
-// checks once, during setup, that the host still holds the status pipe,
-// and relies on its parent-death signal afterwards. A parent-death signal
-// fires when the host's *thread* that spawned the launcher exits, while the
-// host's descriptors close only with its last thread: with a multi-threaded
-// host (Node), a SIGKILL during setup can kill the monitor first and close
-// the pipe only after the check passed, leaving pid 1 and its payload
-// reparented to init (about 1 in 7 attempts on 2 busy cores).
+// Known gap in the bubblewrap backend, not in the addon (reported; the fix
+// belongs to backends/bubblewrap/helper). The likely cause: the sandbox's
+// pid 1 checks once, during setup, that the host still holds the status
+// pipe, and relies on its parent-death signal afterwards. A parent-death
+// signal fires when the host's *thread* that spawned the launcher exits,
+// while the host's descriptors close only with its last thread: with a
+// multi-threaded host (Node), a SIGKILL during setup can take the monitor
+// first and close the pipe only after pid 1's check passed, leaving pid 1
+// and its payload running, reparented to init (seen: pid 1 and the payload,
+// PPid 1, no reader left on the status pipe). maelys-warden has no second
+// thread while it sets a sandbox up, and its own test of this passes. Here:
+// about 1 attempt in 7 on 2 busy cores; waitGone() kills the survivors.
 test('bubblewrap: SIGKILL of the host during the sandbox setup leaves nothing', {
   todo: 'the helper must keep watching the status pipe (core, backends/bubblewrap/helper)',
 }, async (t) => {
   if (!needBubblewrap(t)) return;
   const left = [];
-  for (let i = 0; i < 8; i++) left.push(...(await sigkillHostWhen('spawned', marker(`sigkill-early-${i}`))));
+  for (let i = 0; i < 6; i++) left.push(...(await sigkillHostWhen('spawned', marker(`sigkill-early-${i}`))));
   assert.deepEqual(left, []);
 });
 
