@@ -201,7 +201,7 @@ export declare class Execution {
   readonly id: string;
   /** The launcher's host pid; -1 once reaped or released. */
   readonly pid: number;
-  /** io 'captured': the payload's stdin. */
+  /** io 'captured': the payload's stdin (destroyed when it ends). */
   readonly stdin: Socket | null;
   /** io 'captured': the payload's stdout. */
   readonly stdout: Socket | null;

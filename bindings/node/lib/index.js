@@ -272,6 +272,10 @@ class Execution {
           stopStage: a.stopStage,
         });
       }
+      // Nobody reads the child's stdin any more: closed, as ChildProcess
+      // closes its stdin at exit (an open pipe would hold a descriptor for
+      // as long as this object lives).
+      if (this.stdin) this.stdin.destroy();
       if (this.#waiter) this.#settle(this.#waiter);
       this.#waiter = null;
       for (const listener of this.#endListeners.splice(0)) listener();

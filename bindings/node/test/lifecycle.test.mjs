@@ -38,6 +38,7 @@ for (const backend of ['bubblewrap', 'posix']) {
     assert.deepEqual(first, { exitCode: 7, signal: null, stopStage: null });
     assert.ok(Object.isFrozen(first));
     assert.equal(e.ended, true);
+    assert.equal(e.stdin.destroyed, true, 'stdin is closed at the end, as a child process does');
     const p1 = e.wait();
     const p2 = e.wait();
     assert.equal(p1, p2);
