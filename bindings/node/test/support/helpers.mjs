@@ -61,10 +61,19 @@ export async function waitGone(token, ms = 5000) {
   return left;
 }
 
-/** A private directory under the system's temporary directory, readable
- * by others only when `shared` (for files a test reads from elsewhere). */
+// Every directory a test made goes when its test file's process ends,
+// whether the test passed or not.
+const made = [];
+process.on('exit', () => {
+  for (const dir of made) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** A private directory (mode 0700) under the system's temporary
+ * directory, removed at the end of the test file. */
 export function tempDir(prefix) {
-  return fs.mkdtempSync(path.join(os.tmpdir(), `maelys-node-${prefix}-`));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `maelys-node-${prefix}-`));
+  made.push(dir);
+  return dir;
 }
 
 // The host's runtime, as maelys-warden's profiles bind it: a top-level
