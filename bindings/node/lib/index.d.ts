@@ -265,6 +265,9 @@ export interface IsolatedOptions {
   graceMs?: number;
   /** Default: a private directory, read into `receipt` at the end. */
   receiptDir?: string;
+  /** maelys-warden's state (its receipt signing key); default
+   * $XDG_STATE_HOME/maelys, else ~/.local/state/maelys. */
+  stateDir?: string;
   /** maelys-warden (default: the one this package built). */
   warden?: string;
   /** Where the private directories are made (default os.tmpdir()). */

@@ -23,7 +23,7 @@ const WARDEN_DRAIN_MS = 2000;
 const STOP_MARGIN_MS = 2000;
 
 const OPTIONS = Object.freeze([
-  'policy', 'workspace', 'env', 'graceMs', 'receiptDir', 'warden', 'base',
+  'policy', 'workspace', 'env', 'graceMs', 'receiptDir', 'stateDir', 'warden', 'base',
 ]);
 const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'];
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -178,6 +178,35 @@ class LauncherDuplex extends Duplex {
   }
 }
 
+// The CLI's per-user state directory (its receipt signing key): what it
+// would use itself, from this process's environment, since the launcher's
+// own environment holds nothing but TMPDIR.
+function stateDirFor(given) {
+  if (given !== undefined) {
+    if (typeof given !== 'string' || !path.isAbsolute(given)) {
+      throw fail('ARGUMENT', 'options.stateDir must be an absolute path');
+    }
+    return given;
+  }
+  const xdg = process.env.XDG_STATE_HOME;
+  if (xdg && path.isAbsolute(xdg)) return path.join(xdg, 'maelys');
+  let home = process.env.HOME;
+  if (!home || !path.isAbsolute(home)) {
+    try {
+      home = os.userInfo().homedir;
+    } catch {
+      home = undefined; // no passwd entry
+    }
+  }
+  if (!home || !path.isAbsolute(home)) {
+    throw fail(
+      'ARGUMENT',
+      'neither XDG_STATE_HOME nor a home directory is known: give options.stateDir (where maelys-warden keeps its receipt signing key)',
+    );
+  }
+  return path.join(home, '.local', 'state', 'maelys');
+}
+
 function readReceipt(dir, before) {
   let names;
   try {
@@ -210,6 +239,9 @@ function readReceipt(dir, before) {
  * options.receiptDir: where the CLI writes the receipt (never inside the
  *   workspace); by default a private directory, read into `receipt` when the
  *   launcher exits, then removed.
+ * options.stateDir: the CLI's per-user state (its receipt signing key);
+ *   by default what the CLI itself would use, from this process's
+ *   environment: $XDG_STATE_HOME/maelys, else ~/.local/state/maelys.
  * options.warden: the maelys-warden to run (default: the one this package
  *   built).
  * options.base: where the private directories are made (default
@@ -248,6 +280,7 @@ function spawnIsolated(argv, options = {}) {
   }
   const setpriv = findSetpriv();
   const envList = envArgs(options.env);
+  const stateDir = stateDirFor(options.stateDir);
   const base = checkBase(options.base ?? os.tmpdir());
 
   const created = [];
@@ -304,6 +337,7 @@ function spawnIsolated(argv, options = {}) {
       '--io', 'isolated',
       '--grace', `${graceMs}ms`,
       '--receipt-dir', receiptDir,
+      '--state-dir', stateDir,
       ...envList,
       '--', ...argv,
     ];

@@ -12,9 +12,12 @@ import { test } from 'node:test';
 
 import paths from '../lib/paths.js';
 import {
-  NODE, collect, fixtures, marker, needBubblewrap, runNode, sandboxPlan, spawnIsolated, survivors,
-  tempDir, waitGone,
+  NODE, collect, fixtures, marker, needBubblewrap, privateStateHome, runNode, sandboxPlan,
+  spawnIsolated, survivors, tempDir, waitGone,
 } from './support/helpers.mjs';
+
+// spawnIsolated()'s default --state-dir: maelys-warden's signing key.
+const STATE_DIR = privateStateHome();
 
 // A payload that answers on its fd 3 with what it sees, and tries to write
 // in its working directory.
@@ -81,6 +84,7 @@ test('the launcher: --io isolated named, private directories, TMPDIR, nothing el
   }
   assert.equal(new Set([temp, control, workspace]).size, 3, 'three separate locations');
   assert.ok(!receipts.startsWith(workspace + path.sep), 'receipts are outside the workspace');
+  assert.equal(argAfter(argv, '--state-dir'), STATE_DIR, "the CLI's own default, made explicit");
 
   const first = run.stop();
   assert.equal(run.stop(), first, 'stop() returns the same promise');
@@ -89,6 +93,8 @@ test('the launcher: --io isolated named, private directories, TMPDIR, nothing el
   assert.equal(result, await run.wait(), 'the same object every time');
   assert.deepEqual(result, { exitCode: 128 + os.constants.signals.SIGTERM, signal: null });
   assert.equal(run.receipt.stop.requested, true);
+  assert.equal(run.receipt.signature.algorithm, 'ed25519', 'signed with the per-user key');
+  assert.equal(fs.statSync(path.join(STATE_DIR, 'receipt-signing.key')).mode & 0o777, 0o600);
   await err;
   for (const dir of [temp, control, workspace]) assert.ok(!fs.existsSync(dir), `${dir} was removed`);
   assert.deepEqual(await waitGone(token), []);
@@ -150,7 +156,8 @@ test('receipts go where asked, never inside the workspace', async (t) => {
   run.stderr.resume();
   run.protocol.resume();
   assert.deepEqual(await run.wait(), { exitCode: 3, signal: null });
-  const files = fs.readdirSync(receiptDir);
+  // The receipt, and the closing record of the run's receipt chain.
+  const files = fs.readdirSync(receiptDir).filter((f) => f.endsWith('.json'));
   assert.equal(files.length, 1);
   assert.deepEqual(JSON.parse(fs.readFileSync(path.join(receiptDir, files[0]), 'utf8')), run.receipt);
   assert.throws(
@@ -195,6 +202,7 @@ test('bad calls are refused before anything is made or started', () => {
     [[NODE], { ...ok, warden: '/nonexistent/maelys-warden' }, 'NOT_FOUND', /maelys-warden/],
     [[NODE], { ...ok, warden: 'maelys-warden' }, 'ARGUMENT', /absolute/],
     [[NODE], { ...ok, base: 'relative' }, 'ARGUMENT', /options\.base/],
+    [[NODE], { ...ok, stateDir: 'state' }, 'ARGUMENT', /options\.stateDir/],
     [[NODE], { ...ok, workspace: '/nonexistent-maelys-workspace' }, 'ENOENT', /nonexistent/],
     [[NODE], { base, policy: { format: 'maelys-executor-plan/1', network: { mode: 'none' }, root: undefined } }, 'ARGUMENT', /\$\.root/],
   ];

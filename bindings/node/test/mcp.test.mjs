@@ -19,9 +19,12 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 
 import {
   Executor, NODE, collect, fixtures, marker, needBubblewrap, nodeModules, packageDir,
-  sandboxPlan, spawnIsolated, tempDir, waitGone,
+  privateStateHome, sandboxPlan, spawnIsolated, tempDir, waitGone,
 } from './support/helpers.mjs';
 import { StreamTransport } from './support/stream-transport.mjs';
+
+// spawnIsolated()'s default --state-dir (maelys-warden's signing key).
+privateStateHome();
 
 const FILESYSTEM_SERVER = path.join(nodeModules, '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js');
 const FD3_SERVER = path.join(fixtures, 'fd3-server.mjs');

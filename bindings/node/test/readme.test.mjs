@@ -6,7 +6,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { needBubblewrap, packageDir, runNode } from './support/helpers.mjs';
+import { needBubblewrap, packageDir, privateStateHome, runNode } from './support/helpers.mjs';
+
+// The example's spawnIsolated() makes maelys-warden's signing key here.
+const STATE_DIR = privateStateHome();
 
 const EXAMPLE = path.join(packageDir, 'examples', 'readme.mjs');
 const README = path.resolve(packageDir, '..', '..', 'README.md');
@@ -28,4 +31,5 @@ test('the README example runs', async (t) => {
   assert.equal(r.stdout.split('\n')[0], 'hello from the sandbox');
   assert.match(r.stdout, /\{ exitCode: 0, signal: null, stopStage: null \}\nsha256:[0-9a-f]{64}\n/);
   assert.match(r.stdout, /hello over fd 3\n\{ exitCode: 0, signal: null \}\nbubblewrap\n$/);
+  assert.ok(fs.existsSync(path.join(STATE_DIR, 'receipt-signing.key')), 'the CLI signed with the key of its state directory');
 });

@@ -68,6 +68,16 @@ process.on('exit', () => {
   for (const dir of made) fs.rmSync(dir, { recursive: true, force: true });
 });
 
+/** Points XDG_STATE_HOME at a private directory for this test file, so
+ * that maelys-warden's per-user signing key (spawnIsolated()'s default
+ * state directory) is made there, never in the home of whoever runs the
+ * suite; returns the state directory the CLI will use. */
+export function privateStateHome() {
+  const dir = tempDir('state');
+  process.env.XDG_STATE_HOME = dir;
+  return path.join(dir, 'maelys');
+}
+
 /** A private directory (mode 0700) under the system's temporary
  * directory, removed at the end of the test file. */
 export function tempDir(prefix) {
