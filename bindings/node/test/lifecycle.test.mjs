@@ -146,21 +146,15 @@ test('bubblewrap: SIGKILL of the host leaves no running sandbox', async (t) => {
   }
 });
 
-// Known gap in the bubblewrap backend, not in the addon (reported; the fix
-// belongs to backends/bubblewrap/helper). The likely cause: the sandbox's
-// pid 1 checks once, during setup, that the host still holds the status
-// pipe, and relies on its parent-death signal afterwards. A parent-death
-// signal fires when the host's *thread* that spawned the launcher exits,
-// while the host's descriptors close only with its last thread: with a
-// multi-threaded host (Node), a SIGKILL during setup can take the monitor
-// first and close the pipe only after pid 1's check passed, leaving pid 1
-// and its payload running, reparented to init (seen: pid 1 and the payload,
-// PPid 1, no reader left on the status pipe). maelys-warden has no second
-// thread while it sets a sandbox up, and its own test of this passes. Here:
-// about 1 attempt in 7 on 2 busy cores; waitGone() kills the survivors.
-test('bubblewrap: SIGKILL of the host during the sandbox setup leaves nothing', {
-  todo: 'the helper must keep watching the status pipe (core, backends/bubblewrap/helper)',
-}, async (t) => {
+// A SIGKILL while the sandbox is still being set up: bwrap arms its
+// parent-death signal only just before its exec, and with a multi-threaded
+// host (Node) the threads of a killed process die one by one, so a
+// parent-death signal (which follows the spawning thread) and the closing of
+// the host's descriptors (its last thread) do not happen at once. Before the
+// core's lifeline (ABI 11: the launcher is pid 1 of its own pid namespace and
+// watches a pipe only the host holds) this left pid 1 and its payload
+// running about 1 attempt in 7 here; it is a test of that guarantee now.
+test('bubblewrap: SIGKILL of the host during the sandbox setup leaves nothing', async (t) => {
   if (!needBubblewrap(t)) return;
   const left = [];
   for (let i = 0; i < 6; i++) left.push(...(await sigkillHostWhen('spawned', marker(`sigkill-early-${i}`))));
