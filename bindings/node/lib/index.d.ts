@@ -48,7 +48,9 @@ export type CapabilityName =
   | 'mount_namespace'
   | 'tmpfs_size'
   | 'disable_userns'
-  | 'unprivileged';
+  | 'unprivileged'
+  | 'limit_tasks'
+  | 'limit_memory';
 
 /* ------------------------------------------------------------------ plans */
 
@@ -97,6 +99,8 @@ export interface PlanObject {
       { soft: RlimitValue; hard: RlimitValue }
     >
   >;
+  /** Sandbox-wide ceilings: tasks alive at once, memory in bytes. */
+  limits?: { tasks?: number; memory?: number };
   decision_digest?: string;
   channels?: { fd: number; name: string }[];
   /** When present, the rules must hash to exactly this digest. */

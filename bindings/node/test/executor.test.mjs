@@ -84,6 +84,8 @@ test('a bad plan object rejects with the member named; nothing is launched', asy
   await rejectsWith(ex.spawn({ ...unconfinedPlan, network: { mode: 'nonee' } }, request),
     'ARGUMENT', /\$\.network\.mode/);
   await rejectsWith(ex.spawn({ network: { mode: 'none' } }, request), 'ARGUMENT', /\$\.format/);
+  // The network mode is never implied (ABI 11).
+  await rejectsWith(ex.spawn({ format: PLAN_FORMAT }, request), 'ARGUMENT', /network/);
   await rejectsWith(ex.spawn({ ...unconfinedPlan, mounts: [{ kind: 'tmpfs', destination: '/tmp' }] }, request),
     'ARGUMENT', /\$\.mounts\[0\].*size/);
   await rejectsWith(ex.spawn({ ...unconfinedPlan, rules: [{ path: 'relative', access: 'read', scope: 'literal-file' }] }, request),
@@ -93,6 +95,8 @@ test('a bad plan object rejects with the member named; nothing is launched', asy
   await rejectsWith(ex.spawn({ ...unconfinedPlan, rules: [() => 1] }, request), 'ARGUMENT', /\$\.rules\[0\]: a function/);
   await rejectsWith(ex.spawn({ ...unconfinedPlan, rlimits: { nofile: { soft: Infinity, hard: 1 } } }, request),
     'ARGUMENT', /\$\.rlimits\.nofile\.soft/);
+  await rejectsWith(ex.spawn({ ...unconfinedPlan, limits: { threads: 4 } }, request),
+    'ARGUMENT', /\$\.limits\.threads: unknown member/);
   await rejectsWith(ex.spawn('{"format": "maelys-executor-plan/1"}', request), 'ARGUMENT', /plain object/);
   assert.equal(binding.stats().records, before, 'no execution was created');
   ex.close();

@@ -17,6 +17,7 @@ const plan: PlanObject = {
   mounts: [{ kind: 'ro-bind', source: '/usr', destination: '/usr' }],
   network: { mode: 'none' },
   root: { disposition: 'readonly' },
+  limits: { tasks: 64, memory: 256 << 20 },
 };
 
 export async function usage(): Promise<void> {
