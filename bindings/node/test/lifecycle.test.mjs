@@ -103,6 +103,24 @@ for (const backend of ['bubblewrap', 'posix']) {
     assert.deepEqual(await waitGone(token), [], 'nothing survives the host');
   });
 
+  test(`${backend}: a running Execution nobody holds keeps Node alive until it ends`, async (t) => {
+    if (!gate(t)) return;
+    const token = marker(`kept-${backend}`);
+    const r = await runNode(['--expose-gc', LIFETIME, 'kept', backend, token]);
+    assert.equal(r.code, 0, r.stderr);
+    const lines = r.stdout.trim().split('\n');
+    assert.match(lines[0], /^spawned \d+$/);
+    // Collected three times while it ran: still held, by the addon.
+    assert.deepEqual(lines.filter((l) => l.startsWith('gc ')), ['gc held=1', 'gc held=1', 'gc held=1']);
+    const ended = lines.find((l) => l.startsWith('ended '));
+    assert.ok(ended, `the host ran until the payload ended:\n${r.stdout}`);
+    const [, code, after] = ended.match(/^ended exitCode=(\d+) after=(\d+)$/);
+    assert.equal(code, '0');
+    assert.ok(Number(after) >= 700, `ended after ${after} ms, the payload's own run`);
+    assert.match(lines.at(-1), /^exit held=[01]$/, 'the loop ran dry only after the end');
+    assert.deepEqual(await waitGone(token), []);
+  });
+
   for (const [mode, code] of [['exit', 0], ['throw', 1], ['released', 0], ['worker', 0]]) {
     test(`${backend}: nothing survives the host's end (${mode})`, async (t) => {
       if (!gate(t)) return;
