@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The Node package's part of CI, run by ci/test.sh (as root, and again as
 # uid 65534 in its unprivileged copy of the tree): the dev dependencies from
-# the lockfile (fetched from npm's registry only when node_modules does not
-# already hold exactly them), the addon, the bubblewrap helper and
-# maelys-warden built against the running Node's own headers with warnings
-# as errors, then the suite under `node --test`.
+# the lockfile, fetched from npm's registry, then `npm ci` again with no
+# network, whose install script builds the addon, the bubblewrap helper and
+# maelys-warden against the running Node's own headers with warnings as
+# errors, then the suite under `node --test`.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -20,10 +20,27 @@ if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); proce
 fi
 echo "bindings/node/ci.sh: Node.js $(node -v), libuv $(node -p process.versions.uv), uid $(id -u)"
 
-export MAELYS_EXECUTOR_WERROR=1
-if [ -d node_modules ] && npm ls --all >/dev/null 2>&1; then
-  npm run --silent build
-else
-  npm ci --no-audit --no-fund # its install script builds
+# Runs "$@" in a network namespace of its own: no network at all (as an
+# unprivileged user, in a user namespace of its own too).
+offline() {
+  if [ "$(id -u)" -eq 0 ]; then
+    unshare --net -- "$@"
+  else
+    unshare --map-root-user --net -- "$@"
+  fi
+}
+if ! offline true; then
+  echo "bindings/node/ci.sh: unshare --net failed: the offline build cannot be checked" >&2
+  exit 1
 fi
+
+export MAELYS_EXECUTOR_WERROR=1
+# The dev dependencies come from npm's registry, into npm's cache (this
+# user's: the unprivileged run has a home of its own); nothing runs yet.
+npm ci --no-audit --no-fund --ignore-scripts
+# Then the documented install, `npm ci`, with no network at all: the
+# packages from npm's cache and the install script's build (the addon, the
+# helper, maelys-warden) from this Node's own headers. A build that needed
+# a header tarball, or anything else from outside, fails here.
+offline npm ci --offline --no-audit --no-fund
 npm test
