@@ -466,6 +466,78 @@ static void test_host_killed_during_probe(void** state) {
     }
 }
 
+/* Registrations that probe at once, as every process of a user does (the
+ * probe directories of one uid share /tmp): one's sweep of what dead
+ * registrations left must never take the directory another is still making.
+ * Each child registers REG_ROUNDS times; any failure is reported. */
+#define REG_HOSTS 4
+#define REG_ROUNDS 12
+
+static int register_repeatedly(int rounds_left) {
+  int failures = 0;
+  for (int i = 0; i < rounds_left; i++) {
+    uv_loop_t loop;
+    maelys_executor_t* ex = NULL;
+    char* err = NULL;
+    if (uv_loop_init(&loop) != 0 ||
+        maelys_executor_create(&loop, &ex, &err) != MAELYS_EXECUTOR_OK)
+      return 100;
+    maelys_backend_options_t* o = NULL;
+    maelys_backend_options_create(&o, NULL);
+    maelys_backend_options_set(o, "helper", MAELYS_HELPER, NULL);
+    maelys_executor_result_t r = maelys_executor_register_backend(
+        ex, maelys_backend_bubblewrap(), o, &err);
+    maelys_backend_options_destroy(o);
+    uint64_t mask = 0;
+    char* diag = NULL;
+    if (r == MAELYS_EXECUTOR_OK)
+      maelys_executor_backend_capabilities(ex, "bubblewrap", &mask, NULL);
+    if (r != MAELYS_EXECUTOR_OK ||
+        !(mask & MAELYS_BACKEND_CAP_FILESYSTEM_READ)) {
+      if (r == MAELYS_EXECUTOR_OK)
+        maelys_executor_backend_diagnostic(ex, "bubblewrap", &diag, NULL);
+      fprintf(stderr, "registration %d of pid %d: %s\n", i, (int)getpid(),
+              r != MAELYS_EXECUTOR_OK ? (err ? err : "?")
+                                      : (diag ? diag : "?"));
+      failures++;
+    }
+    maelys_executor_string_free(diag);
+    maelys_executor_error_free(err);
+    maelys_executor_destroy(ex, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+  }
+  return failures;
+}
+
+static void test_concurrent_registrations(void** state) {
+  (void)state;
+  harness_t check;
+  harness_init(&check, 240000);
+  if (!bwrap_or_skip(&check))
+    return;
+  harness_finish(&check);
+  for (int r = 0; r < rounds(); r++) {
+    pid_t hosts[REG_HOSTS];
+    for (int i = 0; i < REG_HOSTS; i++) {
+      hosts[i] = fork();
+      assert_true(hosts[i] >= 0);
+      if (hosts[i] == 0)
+        _exit(register_repeatedly(REG_ROUNDS));
+    }
+    int failed = 0;
+    for (int i = 0; i < REG_HOSTS; i++) {
+      int status = 0;
+      assert_int_equal(waitpid(hosts[i], &status, 0), hosts[i]);
+      failed += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    }
+    if (failed != 0)
+      fail_msg("%d of %d hosts registering bubblewrap at once saw a "
+               "registration fail (their messages are above)",
+               failed, REG_HOSTS);
+  }
+}
+
 /* ---------------------------------------------------------- identities */
 
 static bool root_or_skip(const char* what) {
@@ -884,6 +956,7 @@ int main(void) {
       cmocka_unit_test(test_bwrap_monitor_killed),
       cmocka_unit_test(test_sandbox_init_killed),
       cmocka_unit_test(test_host_killed_during_probe),
+      cmocka_unit_test(test_concurrent_registrations),
       cmocka_unit_test(test_identities_are_distinct),
       cmocka_unit_test(test_identity_not_reused_while_alive),
       cmocka_unit_test(test_nobody_cannot_enter),
