@@ -882,10 +882,18 @@ static int make_probe_dirs(const bwrap_state_t* st, probe_dirs_t* d) {
     d->root[0] = '\0';
     return -errno;
   }
-  char lock[PATH_MAX + 8];
+  /* The lock file is named .lock only once it is locked: made under another
+   * name, locked, then renamed. Created as .lock and locked next, it would
+   * for an instant be a free lock in the directory, which a registration
+   * sweeping at that moment (another process of this user) takes for a dead
+   * registration's and removes, directory and all, while this one fills it.
+   * A directory without .lock is swept only once a minute old. */
+  char lock[PATH_MAX + 8], fresh[PATH_MAX + 16];
   snprintf(lock, sizeof lock, "%s/.lock", d->root);
-  d->lock_fd = open(lock, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX) != 0)
+  snprintf(fresh, sizeof fresh, "%s/.lock-new", d->root);
+  d->lock_fd = open(fresh, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX) != 0 ||
+      rename(fresh, lock) != 0)
     return -errno;
   snprintf(d->rw, sizeof d->rw, "%s/rw", d->root);
   snprintf(d->ro, sizeof d->ro, "%s/ro", d->root);
