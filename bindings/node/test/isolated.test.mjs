@@ -100,6 +100,27 @@ test('the launcher: --io isolated named, private directories, TMPDIR, nothing el
   assert.deepEqual(await waitGone(token), []);
 });
 
+test('stop(): a payload that ignores SIGTERM is killed by the CLI after the grace', async (t) => {
+  if (!needBubblewrap(t)) return;
+  const token = marker('iso-forced');
+  const stubborn = "process.on('SIGTERM', () => {}); require('fs').writeSync(3, 'ready\\n'); setInterval(() => {}, 1000)";
+  const run = spawnIsolated([NODE, '-e', stubborn, token], { policy: 'ro', graceMs: 300 });
+  const err = collect(run.stderr);
+  // Stopped only once it handles SIGTERM (it says so).
+  await new Promise((resolve) => run.protocol.once('data', resolve));
+  run.protocol.resume();
+  const started = performance.now();
+  const result = await run.stop();
+  const took = performance.now() - started;
+  assert.equal(run.stop(), run.stop(), 'the same promise every time');
+  // The CLI's forced kill: 128 + SIGKILL, after the grace and well before
+  // spawnIsolated's own last resort (grace + 6 s).
+  assert.deepEqual(result, { exitCode: 128 + os.constants.signals.SIGKILL, signal: null }, await err);
+  assert.ok(took >= 250 && took < 300 + 3000, `stopped in ${took} ms`);
+  assert.equal(run.receipt.stop.ended_by, 'forced');
+  assert.deepEqual(await waitGone(token), []);
+});
+
 test('a plan object is written to a private file in the private control directory', async (t) => {
   if (!needBubblewrap(t)) return;
   const token = marker('iso-plan');
