@@ -797,13 +797,21 @@ static bool has_line(const char* out, const char* line) {
 
 /* The probe's host directories. Each registration makes a private one under
  * a parent where a later registration can sweep what a registration that
- * died left behind (invariant 22: nothing stays): the directory holds a lock
- * file its registration keeps locked while it runs. */
+ * died left behind (invariant 22: nothing stays): its registration holds a
+ * lock (flock) on the directory itself while it runs.
+ *
+ * The directory appears under its swept name already locked: it is made
+ * under a staging name, locked, marked (PROBE_DIR_MARK), then renamed. Made
+ * under the swept name and locked next, it would for an instant be a free
+ * lock there, which a registration sweeping at that moment (another process
+ * of this user) takes for a dead registration's and removes while this one
+ * fills it. A staging directory not yet marked is swept once a minute old
+ * (its registration died between its creation and its mark). */
 typedef struct probe_dirs {
   char root[PATH_MAX];
   char rw[PATH_MAX + 8], ro[PATH_MAX + 8], ro_file[PATH_MAX + 16],
       secret[PATH_MAX + 16];
-  int lock_fd;
+  int lock_fd; /* the root's, holding the lock */
 } probe_dirs_t;
 
 /* Removes everything below the directory `dir` (consumed), following no
@@ -834,37 +842,60 @@ static void probe_prefix(char* out, size_t size) {
   snprintf(out, size, "maelys-probe-%u-", (unsigned)geteuid());
 }
 
-/* Sweeps this user's probe directories whose registration is gone: their
- * lock is free (or, for one that died before taking it, a minute old). */
+/* The file that tells a probe directory locked on itself, as this version
+ * makes them, from one an earlier version made. */
+#define PROBE_DIR_MARK ".locked-dir"
+
+static void probe_staging_prefix(char* out, size_t size) {
+  snprintf(out, size, "maelys-probe-new-%u-", (unsigned)geteuid());
+}
+
+/* Whether the probe directory `dir` belongs to a registration that is
+ * gone (one of this version's: its lock on itself is free). */
+static bool probe_dir_stale(int dir, bool staging, const struct stat* st) {
+  bool old = time(NULL) - st->st_mtime > 60;
+  if (flock(dir, LOCK_EX | LOCK_NB) != 0)
+    return false;
+  /* Marked once locked: marked and free, its registration is gone. */
+  if (faccessat(dir, PROBE_DIR_MARK, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+    return true;
+  /* A staging directory not yet marked may be one being made. */
+  if (staging)
+    return old;
+  /* One made by an earlier version (of a library still in use by another
+   * process of this user) is locked through its .lock file, made and
+   * locked after the directory: without it, only an old one is gone. */
+  int lock = openat(dir, ".lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  bool unlocked = lock < 0 ? old : flock(lock, LOCK_EX | LOCK_NB) == 0;
+  if (lock >= 0)
+    close(lock);
+  return unlocked;
+}
+
+/* Sweeps this user's probe directories whose registration is gone. */
 static void sweep_probe_dirs(const char* parent) {
-  char prefix[64];
+  char prefix[64], staging[64];
   probe_prefix(prefix, sizeof prefix);
+  probe_staging_prefix(staging, sizeof staging);
   DIR* d = opendir(parent);
   if (d == NULL)
     return;
   struct dirent* e;
   while ((e = readdir(d)) != NULL) {
-    if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+    bool is_staging = strncmp(e->d_name, staging, strlen(staging)) == 0;
+    if (!is_staging && strncmp(e->d_name, prefix, strlen(prefix)) != 0)
       continue;
     int dir = openat(dirfd(d), e->d_name,
                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
     if (dir < 0)
       continue;
-    if (fstat(dir, &st) != 0 || st.st_uid != geteuid()) {
+    if (fstat(dir, &st) != 0 || st.st_uid != geteuid() ||
+        !probe_dir_stale(dir, is_staging, &st)) {
       close(dir);
       continue;
     }
-    int lock = openat(dir, ".lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    bool stale = lock >= 0 ? flock(lock, LOCK_EX | LOCK_NB) == 0
-                           : time(NULL) - st.st_mtime > 60;
-    if (lock >= 0)
-      close(lock);
-    if (!stale) {
-      close(dir);
-      continue;
-    }
-    remove_tree(dir);
+    remove_tree(dir); /* the lock goes with `dir` */
     unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
   }
   closedir(d);
@@ -872,29 +903,36 @@ static void sweep_probe_dirs(const char* parent) {
 
 static int make_probe_dirs(const bwrap_state_t* st, probe_dirs_t* d) {
   d->lock_fd = -1;
+  d->root[0] = '\0';
   (void)st; /* the same parent for every user: the names carry the uid */
   const char* parent = "/tmp";
   sweep_probe_dirs(parent);
-  char prefix[64];
+  char prefix[64], staging_prefix[64], staging[PATH_MAX];
   probe_prefix(prefix, sizeof prefix);
-  snprintf(d->root, sizeof d->root, "%s/%sXXXXXX", parent, prefix);
-  if (mkdtemp(d->root) == NULL) {
-    d->root[0] = '\0';
+  probe_staging_prefix(staging_prefix, sizeof staging_prefix);
+  snprintf(staging, sizeof staging, "%s/%sXXXXXX", parent, staging_prefix);
+  if (mkdtemp(staging) == NULL)
     return -errno;
+  d->lock_fd = open(staging, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  char root[PATH_MAX];
+  snprintf(root, sizeof root, "%s/%s%s", parent, prefix,
+           staging + strlen(staging) - 6);
+  int mark = -1;
+  if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX | LOCK_NB) != 0 ||
+      (mark = openat(d->lock_fd, PROBE_DIR_MARK,
+                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                     0600)) < 0 ||
+      renameat2(AT_FDCWD, staging, AT_FDCWD, root, RENAME_NOREPLACE) != 0) {
+    int err = errno;
+    if (mark >= 0)
+      close(mark);
+    if (d->lock_fd >= 0)
+      unlinkat(d->lock_fd, PROBE_DIR_MARK, 0);
+    rmdir(staging);
+    return -err;
   }
-  /* The lock file is named .lock only once it is locked: made under another
-   * name, locked, then renamed. Created as .lock and locked next, it would
-   * for an instant be a free lock in the directory, which a registration
-   * sweeping at that moment (another process of this user) takes for a dead
-   * registration's and removes, directory and all, while this one fills it.
-   * A directory without .lock is swept only once a minute old. */
-  char lock[PATH_MAX + 8], fresh[PATH_MAX + 16];
-  snprintf(lock, sizeof lock, "%s/.lock", d->root);
-  snprintf(fresh, sizeof fresh, "%s/.lock-new", d->root);
-  d->lock_fd = open(fresh, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX) != 0 ||
-      rename(fresh, lock) != 0)
-    return -errno;
+  close(mark);
+  snprintf(d->root, sizeof d->root, "%s", root);
   snprintf(d->rw, sizeof d->rw, "%s/rw", d->root);
   snprintf(d->ro, sizeof d->ro, "%s/ro", d->root);
   snprintf(d->ro_file, sizeof d->ro_file, "%s/ro/file", d->root);
