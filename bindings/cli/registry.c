@@ -547,7 +547,9 @@ int warden_receipts(const invocation_t* inv) {
     if (grown == NULL)
       break;
     files = grown;
-    snprintf(files[count].name, sizeof files[count].name, "%s", e->d_name);
+    /* len < sizeof name, checked above (snprintf would make GCC warn of a
+     * truncation it cannot rule out). */
+    memcpy(files[count].name, e->d_name, len + 1);
     files[count++].mtime = st.st_mtim;
   }
   if (d != NULL)
