@@ -284,7 +284,9 @@ static int load_records(const invocation_t* inv, records_t* out,
     snprintf(r->name, sizeof r->name, "%s", e->d_name);
   }
   closedir(d);
-  qsort(out->items, out->count, sizeof *out->items, by_start);
+  /* qsort's array must not be NULL, even for no element (UBSan). */
+  if (out->count > 1)
+    qsort(out->items, out->count, sizeof *out->items, by_start);
   return 0;
 }
 
@@ -554,7 +556,8 @@ int warden_receipts(const invocation_t* inv) {
   }
   if (d != NULL)
     closedir(d);
-  qsort(files, count, sizeof *files, newest_first);
+  if (count > 1)
+    qsort(files, count, sizeof *files, newest_first);
   int r;
   if (want != NULL) {
     json_t* doc =
