@@ -748,8 +748,12 @@ static void test_identity_not_reused_while_alive(void** state) {
       uv_stream_t* s = NULL;
       maelys_execution_stream(e, MAELYS_EXEC_STREAM_STDOUT, &s, NULL);
       collect_start(s, &out);
-      while (strstr(out.data ? out.data : "", "ready") == NULL)
+      /* Until it runs, or its output ended without (its launch failed, e.g.
+       * every identity of the range in use by another process). */
+      while (!out.eof && strstr(out.data ? out.data : "", "ready") == NULL)
         uv_run(&hh.loop, UV_RUN_ONCE);
+      if (strstr(out.data ? out.data : "", "ready") == NULL)
+        _exit(5);
       if (write(p[1], "R", 1) != 1)
         _exit(4);
       for (;;)
@@ -757,7 +761,14 @@ static void test_identity_not_reused_while_alive(void** state) {
     }
     close(p[1]);
     char c;
-    assert_int_equal(read(p[0], &c, 1), 1);
+    if (read(p[0], &c, 1) != 1) {
+      int status = 0;
+      waitpid(host, &status, 0);
+      fail_msg("round %d: the first host's sandbox did not start (the host "
+               "exited with %d; is the identity range %s in use by another "
+               "process?)",
+               r, WIFEXITED(status) ? WEXITSTATUS(status) : -1, range);
+    }
     close(p[0]);
     kill(host, SIGKILL);
     waitpid(host, NULL, 0);
