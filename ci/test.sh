@@ -2,8 +2,9 @@
 # The whole test suite, as CI runs it (the README's test command):
 #   1. a plain build: unit, integration and valgrind tests, as this user;
 #   2. an ASan+UBSan build: the same suite;
-#   3. when run as root, the plain suite again as an unprivileged user
-#      (bwrap behaves differently there).
+#   3. the Node package's suite (bindings/node/ci.sh);
+#   4. when run as root, the plain and Node suites again as an unprivileged
+#      user (bwrap behaves differently there).
 # MAELYS_BWRAP_MUST_WORK=1: a bubblewrap test that cannot run fails.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -18,6 +19,9 @@ mkdir -p "$out"
 echo "== plain build"
 bash ci/build.sh "$out/plain" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 (cd "$out/plain" && ctest --output-on-failure -j "$jobs")
+
+echo "== Node package (bindings/node)"
+bash bindings/node/ci.sh
 
 echo "== ASan+UBSan build"
 bash ci/build.sh "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DMAELYS_EXECUTOR_SANITIZE=ON
@@ -41,6 +45,7 @@ if [ "$(id -u)" -eq 0 ]; then
       set -euo pipefail
       cd '$unpriv/main'
       bash ci/build.sh '$unpriv/build' -DCMAKE_BUILD_TYPE=RelWithDebInfo
-      cd '$unpriv/build' && ctest --output-on-failure -j $jobs"
+      (cd '$unpriv/build' && ctest --output-on-failure -j $jobs)
+      bash bindings/node/ci.sh"
 fi
 echo "== all tests passed"

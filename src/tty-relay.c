@@ -225,6 +225,11 @@ void maelys__tty_relay_unref(maelys__tty_relay_t* r) {
   uv_unref((uv_handle_t*)&r->tty);
 }
 
+void maelys__tty_relay_ref(maelys__tty_relay_t* r) {
+  uv_ref((uv_handle_t*)&r->pipe);
+  uv_ref((uv_handle_t*)&r->tty);
+}
+
 static void on_closed(uv_handle_t* h) {
   maelys__tty_relay_t* r = h->data;
   if (--r->handles == 0) {

@@ -19,8 +19,10 @@ int maelys__tty_relay_create(uv_loop_t* loop, int host_fd, bool sanitize,
 int maelys__tty_relay_start(maelys__tty_relay_t* relay,
                             maelys__tty_relay_cb done, void* data);
 bool maelys__tty_relay_done(const maelys__tty_relay_t* relay);
-/* The relay no longer keeps the loop alive (a released execution). */
+/* The relay no longer keeps the loop alive (a released or unreferenced
+ * execution); maelys__tty_relay_ref undoes it. */
 void maelys__tty_relay_unref(maelys__tty_relay_t* relay);
+void maelys__tty_relay_ref(maelys__tty_relay_t* relay);
 /* Closes its handles; `closed` runs once they are, and the relay is then
  * freed. */
 void maelys__tty_relay_close(maelys__tty_relay_t* relay,

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <grp.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -380,6 +381,22 @@ static int descendants(int pid, int* out, int max) {
   return n;
 }
 
+/* Reaps this process's children (orphans it adopted as a subreaper) until
+ * there are none; false if some are still running after `ms`. */
+static bool reap_all_children(long ms) {
+  for (long waited = 0;; waited += 5) {
+    int status;
+    pid_t r;
+    while ((r = waitpid(-1, &status, WNOHANG)) > 0)
+      ;
+    if (r < 0 && errno == ECHILD)
+      return true;
+    if (waited >= ms)
+      return false;
+    sleep_ms(5);
+  }
+}
+
 /* A host killed 0..15 ms into a registration probe leaves no process, and
  * the next registration removes the probe's directory. */
 static void test_host_killed_during_probe(void** state) {
@@ -389,6 +406,10 @@ static void test_host_killed_during_probe(void** state) {
   if (!bwrap_or_skip(&check))
     return;
   harness_finish(&check);
+  /* What the host forked after the scan below (a launcher between its fork
+   * and its exec, which still shares the probe directory's lock) is
+   * adopted here when the host dies, and must go too. */
+  assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
   for (int r = 0; r < rounds(); r++)
     for (int step = 0; step <= 15; step++) {
       char before[64][256], after[64][256];
@@ -440,6 +461,10 @@ static void test_host_killed_during_probe(void** state) {
           fail_msg("a registration killed %d ms in left a process in its "
                    "launcher's pid namespace",
                    step);
+      if (!reap_all_children(GONE_MS))
+        fail_msg("a registration killed %d ms in left a process it forked "
+                 "after the scan",
+                 step);
       /* The next registration sweeps what the killed one left on disk. */
       harness_t next;
       harness_init(&next, 60000);
@@ -471,6 +496,79 @@ static void test_host_killed_during_probe(void** state) {
                    after[i], step);
       }
     }
+  prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+/* Registrations that probe at once, as every process of a user does (the
+ * probe directories of one uid share /tmp): one's sweep of what dead
+ * registrations left must never take the directory another is still making.
+ * Each child registers REG_ROUNDS times; any failure is reported. */
+#define REG_HOSTS 4
+#define REG_ROUNDS 12
+
+static int register_repeatedly(int rounds_left) {
+  int failures = 0;
+  for (int i = 0; i < rounds_left; i++) {
+    uv_loop_t loop;
+    maelys_executor_t* ex = NULL;
+    char* err = NULL;
+    if (uv_loop_init(&loop) != 0 ||
+        maelys_executor_create(&loop, &ex, &err) != MAELYS_EXECUTOR_OK)
+      return 100;
+    maelys_backend_options_t* o = NULL;
+    maelys_backend_options_create(&o, NULL);
+    maelys_backend_options_set(o, "helper", MAELYS_HELPER, NULL);
+    maelys_executor_result_t r = maelys_executor_register_backend(
+        ex, maelys_backend_bubblewrap(), o, &err);
+    maelys_backend_options_destroy(o);
+    uint64_t mask = 0;
+    char* diag = NULL;
+    if (r == MAELYS_EXECUTOR_OK)
+      maelys_executor_backend_capabilities(ex, "bubblewrap", &mask, NULL);
+    if (r != MAELYS_EXECUTOR_OK ||
+        !(mask & MAELYS_BACKEND_CAP_FILESYSTEM_READ)) {
+      if (r == MAELYS_EXECUTOR_OK)
+        maelys_executor_backend_diagnostic(ex, "bubblewrap", &diag, NULL);
+      fprintf(stderr, "registration %d of pid %d: %s\n", i, (int)getpid(),
+              r != MAELYS_EXECUTOR_OK ? (err ? err : "?")
+                                      : (diag ? diag : "?"));
+      failures++;
+    }
+    maelys_executor_string_free(diag);
+    maelys_executor_error_free(err);
+    maelys_executor_destroy(ex, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+  }
+  return failures;
+}
+
+static void test_concurrent_registrations(void** state) {
+  (void)state;
+  harness_t check;
+  harness_init(&check, 240000);
+  if (!bwrap_or_skip(&check))
+    return;
+  harness_finish(&check);
+  for (int r = 0; r < rounds(); r++) {
+    pid_t hosts[REG_HOSTS];
+    for (int i = 0; i < REG_HOSTS; i++) {
+      hosts[i] = fork();
+      assert_true(hosts[i] >= 0);
+      if (hosts[i] == 0)
+        _exit(register_repeatedly(REG_ROUNDS));
+    }
+    int failed = 0;
+    for (int i = 0; i < REG_HOSTS; i++) {
+      int status = 0;
+      assert_int_equal(waitpid(hosts[i], &status, 0), hosts[i]);
+      failed += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    }
+    if (failed != 0)
+      fail_msg("%d of %d hosts registering bubblewrap at once saw a "
+               "registration fail (their messages are above)",
+               failed, REG_HOSTS);
+  }
 }
 
 /* ---------------------------------------------------------- identities */
@@ -646,8 +744,12 @@ static void test_identity_not_reused_while_alive(void** state) {
       uv_stream_t* s = NULL;
       maelys_execution_stream(e, MAELYS_EXEC_STREAM_STDOUT, &s, NULL);
       collect_start(s, &out);
-      while (strstr(out.data ? out.data : "", "ready") == NULL)
+      /* Until it runs, or its output ended without (its launch failed, e.g.
+       * every identity of the range in use by another process). */
+      while (!out.eof && strstr(out.data ? out.data : "", "ready") == NULL)
         uv_run(&hh.loop, UV_RUN_ONCE);
+      if (strstr(out.data ? out.data : "", "ready") == NULL)
+        _exit(5);
       if (write(p[1], "R", 1) != 1)
         _exit(4);
       for (;;)
@@ -655,7 +757,14 @@ static void test_identity_not_reused_while_alive(void** state) {
     }
     close(p[1]);
     char c;
-    assert_int_equal(read(p[0], &c, 1), 1);
+    if (read(p[0], &c, 1) != 1) {
+      int status = 0;
+      waitpid(host, &status, 0);
+      fail_msg("round %d: the first host's sandbox did not start (the host "
+               "exited with %d; is the identity range %s in use by another "
+               "process?)",
+               r, WIFEXITED(status) ? WEXITSTATUS(status) : -1, range);
+    }
     close(p[0]);
     kill(host, SIGKILL);
     waitpid(host, NULL, 0);
@@ -891,6 +1000,7 @@ int main(void) {
       cmocka_unit_test(test_bwrap_monitor_killed),
       cmocka_unit_test(test_sandbox_init_killed),
       cmocka_unit_test(test_host_killed_during_probe),
+      cmocka_unit_test(test_concurrent_registrations),
       cmocka_unit_test(test_identities_are_distinct),
       cmocka_unit_test(test_identity_not_reused_while_alive),
       cmocka_unit_test(test_nobody_cannot_enter),
