@@ -105,6 +105,7 @@ static int real_open(void* ctx, const char* path,
   info->ino = (uint64_t)st.st_ino;
   info->owner = st.st_uid;
   info->group = st.st_gid;
+  info->nlink = (uint64_t)st.st_nlink;
   /* Reachable by an unrelated uid: every ancestor searchable by "other",
    * the object itself readable (and searchable, for a directory). */
   bool ok = (st.st_mode & S_IROTH) &&
@@ -178,8 +179,77 @@ static int real_find_socket(void* ctx, int fd, char* name) {
   return found;
 }
 
+/* The deepest a denied tree is walked; a deeper one is refused rather than
+ * half checked. */
+#define HARD_LINK_WALK_DEPTH 64
+
+/* Walks the directory `dfd` (consumed) for a non-directory with more than
+ * one name; `name` holds the path so far (`len` bytes). Each level is opened
+ * relative to its parent with O_NOFOLLOW, so a symbolic link is never
+ * followed out of the tree. */
+static int walk_hard_links(int dfd, char* name, size_t len, int depth,
+                           uint64_t* nlink) {
+  DIR* d = fdopendir(dfd);
+  if (d == NULL) {
+    int e = errno;
+    close(dfd);
+    return -e;
+  }
+  int found = 0;
+  struct dirent* e;
+  errno = 0;
+  while (found == 0 && (e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      found = errno == ENOENT ? 0 : -errno; /* gone meanwhile: no name */
+      continue;
+    }
+    int n = snprintf(name + len, MAELYS__BWRAP_NAME_MAX - len, "%s%s",
+                     len > 0 ? "/" : "", e->d_name);
+    if (n < 0 || (size_t)n >= MAELYS__BWRAP_NAME_MAX - len) {
+      found = -ENAMETOOLONG;
+      break;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      if (st.st_nlink > 1) {
+        *nlink = (uint64_t)st.st_nlink;
+        found = 1;
+      }
+    } else if (depth >= HARD_LINK_WALK_DEPTH) {
+      found = -ELOOP;
+    } else {
+      int sub = openat(dirfd(d), e->d_name,
+                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      found = sub < 0 ? -errno
+                      : walk_hard_links(sub, name, len + (size_t)n, depth + 1,
+                                        nlink);
+    }
+    if (found == 0)
+      name[len] = '\0';
+    errno = 0;
+  }
+  if (found == 0 && errno != 0)
+    found = -errno;
+  closedir(d);
+  return found;
+}
+
+static int real_find_hard_link(void* ctx, int fd, char* name, uint64_t* nlink) {
+  (void)ctx;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    return -errno;
+  name[0] = '\0';
+  return walk_hard_links(dfd, name, 0, 0, nlink);
+}
+
 static const maelys__bwrap_resolver_t real_resolver = {
-    NULL, real_open, real_create_dir, real_close, real_find_socket};
+    NULL,       real_open,        real_create_dir,
+    real_close, real_find_socket, real_find_hard_link};
 
 /* -------------------------------------------------------------- state */
 

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Hardening after the adversarial review, through the built maelys-warden:
+a DENY that a planted hard link would bypass, `agent` and the files no plan
+may make writable, raw C1 controls on the operator's terminal, and stale
+socket files that must not lock a workspace out while live ones stay
+refused. Runs as root and as uid 65534.
+
+    test_hardening.py --warden BIN --fixture BIN --schemas DIR --man FILE
+"""
+import json
+import os
+
+from wardentest import ARGS, WardenCase, main
+
+
+class Hardening(WardenCase):
+    # ------------------------------------- a DENY and a planted hard link
+
+    def test_deny_of_a_file_with_a_planted_hard_link(self):
+        """Run 1 creates the file the operator fills with a secret later and
+        keeps a second hard link to it; run 2 denies the file: refused before
+        anything runs, naming the path, the link count and why."""
+        marker = os.path.join(self.ws, "ran")
+        self.warden(*self.run_args(
+            "--", "/bin/sh", "-c",
+            ": > .env; mkdir -p .cache; ln .env .cache/blob"),
+            check=0)
+        with open(os.path.join(self.ws, ".env"), "a") as f:
+            f.write("API_KEY=very-secret\n")
+        env_path = os.path.join(self.ws, ".env")
+        p = self.warden(*self.run_args(
+            "--deny", env_path, "--", "/bin/sh", "-c",
+            "touch ran; cat .cache/blob"),
+            env=self.env(MAELYS_CLI_FORMAT="json"))
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn(env_path, e["message"])
+        self.assertIn("2 hard links", e["message"])
+        self.assertIn("planted by an earlier run", e["message"])
+        self.assertFalse(os.path.exists(marker), "the payload ran")
+        # With the planted link gone, the same DENY holds.
+        os.unlink(os.path.join(self.ws, ".cache", "blob"))
+        p = self.warden(*self.run_args(
+            "--deny", env_path, "--", "/bin/sh", "-c",
+            "cat .env || echo denied"), check=0)
+        self.assertNotIn(b"very-secret", p.stdout + p.stderr)
+        self.assertIn(b"denied", p.stdout)
+
+    # ------------------- agent: nothing of maelys-warden's own is writable
+
+    def agent_spec(self, workspace, name="spec.json"):
+        spec = {"format": "maelys-agent-spec/1",
+                "executable": ARGS.fixture,
+                "argv": [ARGS.fixture, "exit", "0"],
+                "workspace": {"path": workspace, "access": "write"},
+                "readable": [ARGS.fixture],
+                "runtime": "none",
+                "network": "none",
+                "endpoint": "captured",
+                "backend": "bubblewrap"}
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        os.chmod(path, 0o600)
+        return path
+
+    def test_agent_refuses_a_workspace_holding_its_own_files(self):
+        """`maelys-warden agent` makes the checks `run` makes (invariant 18):
+        a spec whose writable workspace holds the receipt directory, or the
+        state directory (its signing key), is refused before anything runs;
+        the same spec with both elsewhere runs."""
+        receipts = os.path.join(self.ws, "receipts")
+        spec = self.agent_spec(self.ws)
+        env = self.env(MAELYS_CLI_FORMAT="json")
+        p = self.warden("agent", spec, "--receipt-dir", receipts, env=env)
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn(receipts, e["message"])
+        # The state directory (the receipts' signing key) in the workspace,
+        # the receipts elsewhere.
+        outside = os.path.join(self.tmp, "agent-receipts")
+        env = self.env(MAELYS_CLI_FORMAT="json",
+                       XDG_STATE_HOME=os.path.join(self.ws, "state"))
+        p = self.warden("agent", spec, "--receipt-dir", outside, env=env)
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn("state directory", e["message"])
+        self.assertIn(self.ws, e["message"])
+        self.assertFalse(os.path.exists(outside), "the agent ran")
+        # Nothing of maelys-warden's in the workspace: it runs.
+        self.warden("agent", spec, "--receipt-dir", outside, check=0)
+        self.assertTrue(os.listdir(outside))
+
+
+if __name__ == "__main__":
+    main()
