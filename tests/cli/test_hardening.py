@@ -40,9 +40,36 @@ class Hardening(WardenCase):
         # With the planted link gone, the same DENY holds.
         os.unlink(os.path.join(self.ws, ".cache", "blob"))
         p = self.warden(*self.run_args(
-            "--deny", env_path, "--", "/bin/sh", "-c",
+            "--deny", env_path, "--io", "stdio", "--", "/bin/sh", "-c",
             "cat .env || echo denied"), check=0)
         self.assertNotIn(b"very-secret", p.stdout + p.stderr)
+        self.assertIn(b"denied", p.stdout)
+
+    def test_deny_of_a_directory_with_a_planted_hard_link(self):
+        """The same below a denied directory: run 1 plants a second name for
+        a file the operator later fills; a DENY of the directory is refused,
+        naming the file inside it."""
+        self.warden(*self.run_args(
+            "--", "/bin/sh", "-c",
+            "mkdir -p secrets/keys .cache; : > secrets/keys/id; "
+            "ln secrets/keys/id .cache/k"),
+            check=0)
+        with open(os.path.join(self.ws, "secrets", "keys", "id"), "a") as f:
+            f.write("PRIVATE KEY\n")
+        secrets = os.path.join(self.ws, "secrets")
+        p = self.warden(*self.run_args(
+            "--deny", secrets, "--", "/bin/sh", "-c",
+            "touch ran; cat .cache/k"),
+            env=self.env(MAELYS_CLI_FORMAT="json"))
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn(os.path.join(secrets, "keys", "id"), e["message"])
+        self.assertIn("2 hard links", e["message"])
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "ran")))
+        os.unlink(os.path.join(self.ws, ".cache", "k"))
+        p = self.warden(*self.run_args(
+            "--deny", secrets, "--io", "stdio", "--", "/bin/sh", "-c",
+            "cat secrets/keys/id || echo denied"), check=0)
+        self.assertNotIn(b"PRIVATE KEY", p.stdout + p.stderr)
         self.assertIn(b"denied", p.stdout)
 
     # ------------------- agent: nothing of maelys-warden's own is writable
@@ -55,7 +82,7 @@ class Hardening(WardenCase):
                 "readable": [ARGS.fixture],
                 "runtime": "none",
                 "network": "none",
-                "endpoint": "captured",
+                "endpoint": "duplex-stdio",
                 "backend": "bubblewrap"}
         path = os.path.join(self.tmp, name)
         with open(path, "w") as f:
@@ -65,13 +92,14 @@ class Hardening(WardenCase):
 
     def test_agent_refuses_a_workspace_holding_its_own_files(self):
         """`maelys-warden agent` makes the checks `run` makes (invariant 18):
-        a spec whose writable workspace holds the receipt directory, or the
-        state directory (its signing key), is refused before anything runs;
-        the same spec with both elsewhere runs."""
+        a spec whose writable workspace holds the receipt directory, the
+        state directory (its signing key) or the configuration directory is
+        refused before anything runs; the same spec with all of them
+        elsewhere runs."""
         receipts = os.path.join(self.ws, "receipts")
         spec = self.agent_spec(self.ws)
         env = self.env(MAELYS_CLI_FORMAT="json")
-        p = self.warden("agent", spec, "--receipt-dir", receipts, env=env)
+        p = self.warden("agent", "--receipt-dir", receipts, spec, env=env)
         e = self.failure(p, "ACCESS_DENIED")
         self.assertIn(receipts, e["message"])
         # The state directory (the receipts' signing key) in the workspace,
@@ -79,13 +107,22 @@ class Hardening(WardenCase):
         outside = os.path.join(self.tmp, "agent-receipts")
         env = self.env(MAELYS_CLI_FORMAT="json",
                        XDG_STATE_HOME=os.path.join(self.ws, "state"))
-        p = self.warden("agent", spec, "--receipt-dir", outside, env=env)
+        p = self.warden("agent", "--receipt-dir", outside, spec, env=env)
         e = self.failure(p, "ACCESS_DENIED")
         self.assertIn("state directory", e["message"])
         self.assertIn(self.ws, e["message"])
         self.assertFalse(os.path.exists(outside), "the agent ran")
+        # The configuration directory in the workspace (what the checks of
+        # `run` add: the agent command made only the two above).
+        env = self.env(MAELYS_CLI_FORMAT="json",
+                       XDG_CONFIG_HOME=os.path.join(self.ws, "config"))
+        p = self.warden("agent", "--receipt-dir", outside, spec, env=env)
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn("configuration directory", e["message"])
+        self.assertIn(os.path.join(self.ws, "config", "maelys"), e["message"])
+        self.assertFalse(os.path.exists(outside), "the agent ran")
         # Nothing of maelys-warden's in the workspace: it runs.
-        self.warden("agent", spec, "--receipt-dir", outside, check=0)
+        self.warden("agent", "--receipt-dir", outside, spec, check=0)
         self.assertTrue(os.listdir(outside))
 
 
