@@ -72,6 +72,31 @@ class Hardening(WardenCase):
         self.assertNotIn(b"PRIVATE KEY", p.stdout + p.stderr)
         self.assertIn(b"denied", p.stdout)
 
+    # ------------------------------ raw C1 controls on the operator's tty
+
+    def test_raw_c1_controls_reach_the_terminal_inert(self):
+        """Both relays to the operator's terminal -- the payload's stdout
+        through maelys-warden, its stderr through the library -- escape raw
+        8-bit C1 controls and invalid UTF-8, and pass valid characters whole
+        even when the payload's writes split them."""
+        code, seen = self.run_on_terminal(*self.run_args(
+            "--io", "stdio", "--", ARGS.fixture, "c1-bytes", "1", "2"))
+        self.assertEqual(code, 0, seen)
+        want = ("raw:\\x9b2J osc:\\x9d0;t\\x9c utf8:\\u009b2J e:\u00e9 "
+                "cjk:\u65e5 c1split:\\u009b2J bad:\\xe6\\x97X "
+                "stray:\\xbf end").encode()
+        self.assertEqual(seen.count(want), 2, seen)
+        text = seen.decode("utf-8")  # valid UTF-8 as a whole
+        for ch in text:
+            self.assertFalse(0x80 <= ord(ch) <= 0x9f, seen)
+            self.assertFalse(ord(ch) < 0x20 and ch not in "\r\n\t", seen)
+        # --raw-output passes the bytes as they are.
+        code, seen = self.run_on_terminal(*self.run_args(
+            "--io", "stdio", "--raw-output", "--", ARGS.fixture, "c1-bytes",
+            "1", "2"))
+        self.assertEqual(code, 0, seen)
+        self.assertEqual(seen.count(b"raw:\x9b2J"), 2, seen)
+
     # ------------------- agent: nothing of maelys-warden's own is writable
 
     def agent_spec(self, workspace, name="spec.json"):
