@@ -229,8 +229,10 @@ bind_source(builder_t* b, const char* what, const char* source,
   }
   /* Never the host's /, /run, /tmp or a home directory: they hold host
    * sockets and state, and a read-only bind does not stop connect() on a
-   * socket. A directory with a socket directly inside it is refused for the
-   * same reason (deeper levels are the plan author's to keep clean). */
+   * socket. A directory with a live socket directly inside it is refused for
+   * the same reason (deeper levels are the plan author's to keep clean); a
+   * stale socket file, which connects to nothing, is not (see
+   * socket_live in bwrap.c). */
   const char* why = refused_source(source);
   char sock[256];
   if (why == NULL && info.kind == MAELYS__BWRAP_DIRECTORY &&

@@ -54,8 +54,9 @@ typedef struct maelys__bwrap_resolver {
   int (*open)(void* ctx, const char* path, maelys__bwrap_source_t* info);
   int (*create_dir)(void* ctx, const char* path);
   void (*close)(void* ctx, int fd);
-  /* The name of a unix socket directly inside the directory `fd` refers to
-   * (into name, 256 bytes): 1 when there is one, 0 otherwise. */
+  /* The name of a live unix socket (one something is bound to) directly
+   * inside the directory `fd` refers to (into name, 256 bytes): 1 when there
+   * is one, 0 otherwise. */
   int (*find_socket)(void* ctx, int fd, char* name);
   /* The first non-directory below the directory `fd` refers to (any depth,
    * no symbolic link followed) that has more than one name: its path

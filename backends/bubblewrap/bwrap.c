@@ -33,7 +33,9 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -150,6 +152,50 @@ static void real_close(void* ctx, int fd) {
   close(fd);
 }
 
+/*
+ * Whether the socket file `name` in `dir` is live: a socket, in any network
+ * namespace, is bound to it. A pathname socket is reached through the
+ * filesystem, so a bind (even read-only) lets the sandbox connect() to
+ * whatever listens there -- which is why a bound directory may hold no
+ * socket. But a socket file whose socket was closed (one an earlier run left
+ * in the workspace) connects to nothing: refusing it would lock every later
+ * run out of that workspace. Only the kernel can say which it is, across
+ * network namespaces (a socket bound in a sandbox's own namespace is in no
+ * list the host can read, such as /proc/net/unix): a datagram connect() to
+ * the file fails with ECONNREFUSED when no socket is bound to it, EPROTOTYPE
+ * when a stream or seqpacket socket is (listening or not yet), and succeeds
+ * when a datagram socket is. A datagram connect only records a peer: a
+ * stream listener sees nothing. It goes through an O_PATH descriptor of the
+ * very file checked (/proc/self/fd/N), never a path a sandbox could change.
+ * Any other answer counts as live (fail closed). A stale file stays
+ * harmless for the run: a new socket at that path needs the file unlinked
+ * first.
+ */
+static bool socket_live(int dir, const char* name) {
+  int fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return errno != ENOENT;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+    close(fd);
+    return false; /* replaced meanwhile: no socket any more */
+  }
+  struct sockaddr_un addr;
+  memset(&addr, 0, sizeof addr);
+  addr.sun_family = AF_UNIX;
+  snprintf(addr.sun_path, sizeof addr.sun_path, "/proc/self/fd/%d", fd);
+  int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) {
+    close(fd);
+    return true;
+  }
+  int rc = connect(s, (struct sockaddr*)&addr, sizeof addr);
+  int e = rc == 0 ? 0 : errno;
+  close(s);
+  close(fd);
+  return !(rc != 0 && (e == ECONNREFUSED || e == ENOENT));
+}
+
 static int real_find_socket(void* ctx, int fd, char* name) {
   (void)ctx;
   char path[64];
@@ -169,7 +215,7 @@ static int real_find_socket(void* ctx, int fd, char* name) {
         (e->d_type == DT_UNKNOWN && e->d_name[0] != '.')) {
       struct stat st;
       if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-          S_ISSOCK(st.st_mode)) {
+          S_ISSOCK(st.st_mode) && socket_live(dirfd(d), e->d_name)) {
         snprintf(name, 256, "%s", e->d_name);
         found = 1;
       }

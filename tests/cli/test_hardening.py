@@ -9,6 +9,7 @@ refused. Runs as root and as uid 65534.
 """
 import json
 import os
+import socket
 
 from wardentest import ARGS, WardenCase, main
 
@@ -96,6 +97,60 @@ class Hardening(WardenCase):
             "1", "2"))
         self.assertEqual(code, 0, seen)
         self.assertEqual(seen.count(b"raw:\x9b2J"), 2, seen)
+
+    # ----------------------- sockets: a stale one is harmless, a live not
+
+    def test_stale_socket_does_not_lock_the_workspace_out(self):
+        """A socket file left by an earlier run (its socket closed) connects
+        to nothing: later runs of that workspace, and an --allow-read of a
+        directory holding one, run. A socket that is bound (listening, not
+        yet listening, or datagram) is still refused, in the workspace and
+        within two levels of --allow-read."""
+        self.warden(*self.run_args(
+            "--", "/usr/bin/python3", "-c",
+            "import socket; socket.socket(socket.AF_UNIX).bind('x.sock')"),
+            check=0)
+        self.assertTrue(os.path.exists(os.path.join(self.ws, "x.sock")))
+        self.warden(*self.run_args("--", "/bin/true"), check=0)
+        shelf = os.path.join(self.tmp, "shelf-%s" % os.path.basename(self.ws))
+        os.makedirs(os.path.join(shelf, "inner"))
+        os.chmod(shelf, 0o755)
+        stale = socket.socket(socket.AF_UNIX)
+        stale.bind(os.path.join(shelf, "inner", "old.sock"))
+        stale.close()
+        self.warden(*self.run_args("--allow-read", shelf, "--", "/bin/true"),
+                    check=0)
+        # Live listeners: refused, named.
+        env = self.env(MAELYS_CLI_FORMAT="json")
+        # A listener, a stream socket bound but not listening yet, a
+        # datagram socket.
+        for kind, listening in ((socket.SOCK_STREAM, True),
+                                (socket.SOCK_STREAM, False),
+                                (socket.SOCK_DGRAM, False)):
+            with self.subTest(kind=kind, listening=listening):
+                live = socket.socket(socket.AF_UNIX, kind)
+                path = os.path.join(self.ws, "live-%d.sock" % kind)
+                live.bind(path)
+                if listening:
+                    live.listen(1)
+                try:
+                    p = self.warden(*self.run_args("--", "/bin/true"),
+                                    env=env)
+                    e = self.failure(p, "ACCESS_DENIED")
+                    self.assertIn("live-%d.sock" % kind, e["message"])
+                finally:
+                    live.close()
+                    os.unlink(path)
+        live = socket.socket(socket.AF_UNIX)
+        live.bind(os.path.join(shelf, "inner", "agent.sock"))
+        live.listen(1)
+        try:
+            p = self.warden(*self.run_args("--allow-read", shelf, "--",
+                                           "/bin/true"), env=env)
+            e = self.failure(p, "ACCESS_DENIED")
+            self.assertIn("agent.sock", e["message"])
+        finally:
+            live.close()
 
     # ------------------- agent: nothing of maelys-warden's own is writable
 
