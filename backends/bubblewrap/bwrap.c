@@ -263,6 +263,9 @@ static int walk_hard_links(int dfd, char* name, size_t len, int depth,
         *nlink = (uint64_t)st.st_nlink;
         found = 1;
       }
+    } else if (faccessat(dirfd(d), e->d_name, X_OK, AT_EACCESS) != 0) {
+      /* Not searchable: passed over (see real_find_hard_link). */
+      found = errno == EACCES || errno == ENOENT ? 0 : -errno;
     } else if (depth >= HARD_LINK_WALK_DEPTH) {
       found = -ELOOP;
     } else {
@@ -282,14 +285,23 @@ static int walk_hard_links(int dfd, char* name, size_t len, int depth,
   return found;
 }
 
+/* A directory this process cannot search is passed over: as root the walk
+ * never meets one (CAP_DAC_READ_SEARCH), and an unprivileged host's sandbox
+ * runs as the host's own uid, so no run of it could reach a file below one
+ * to plant a second name for it (the kernel's protected_hardlinks also
+ * wants the linker to own the file or be able to read and write it). A
+ * directory it can search but not read is refused: its files cannot be
+ * checked. */
 static int real_find_hard_link(void* ctx, int fd, char* name, uint64_t* nlink) {
   (void)ctx;
   char path[64];
   snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  name[0] = '\0';
+  if (faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) != 0)
+    return errno == EACCES ? 0 : -errno;
   int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0)
     return -errno;
-  name[0] = '\0';
   return walk_hard_links(dfd, name, 0, 0, nlink);
 }
 
