@@ -3,9 +3,10 @@
 #   1. a plain build: unit, integration and valgrind tests, as this user,
 #      then ci/lint.sh on it (format, clang-tidy, exported symbols);
 #   2. an ASan+UBSan build: the same suite;
-#   2b. a ThreadSanitizer build of the threaded tests (ctest -L threads);
-#   3. when run as root, the plain suite again as an unprivileged user
-#      (bwrap behaves differently there).
+#   3. a ThreadSanitizer build of the threaded tests (ctest -L threads);
+#   4. the Node package's suite (bindings/node/ci.sh);
+#   5. when run as root, the plain and Node suites again as an unprivileged
+#      user (bwrap behaves differently there).
 # MAELYS_BWRAP_MUST_WORK=1: a bubblewrap test that cannot run fails.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -21,6 +22,9 @@ echo "== plain build"
 bash ci/build.sh "$out/plain" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 (cd "$out/plain" && ctest --output-on-failure -j "$jobs")
 bash ci/lint.sh "$out/plain"
+
+echo "== Node package (bindings/node)"
+bash bindings/node/ci.sh
 
 echo "== ASan+UBSan build"
 bash ci/build.sh "$out/asan" -DCMAKE_BUILD_TYPE=Debug -DMAELYS_EXECUTOR_SANITIZE=ON
@@ -49,6 +53,7 @@ if [ "$(id -u)" -eq 0 ]; then
       set -euo pipefail
       cd '$unpriv/main'
       bash ci/build.sh '$unpriv/build' -DCMAKE_BUILD_TYPE=RelWithDebInfo
-      cd '$unpriv/build' && ctest --output-on-failure -j $jobs"
+      (cd '$unpriv/build' && ctest --output-on-failure -j $jobs)
+      bash bindings/node/ci.sh"
 fi
 echo "== all tests passed"

@@ -1,6 +1,6 @@
 /*
  * The execution handle: its memory and the closing of its handles, the
- * delivery of callbacks, wait, streams, release and queries. Spawn, the
+ * delivery of callbacks, wait, streams, release, ref and queries. Spawn, the
  * status channel, stops and reaping are in execution-*.c.
  *
  * Lifetime: the caller owns the handle until maelys_execution_release().
@@ -373,6 +373,46 @@ void maelys_execution_release(maelys_execution_t* e) {
   for (int i = 0; i < 2; i++)
     if (e->terminals[i] != NULL)
       maelys__tty_relay_unref(e->terminals[i]);
+}
+
+/* ---------------------------------------------------------------- ref */
+
+static void set_ref(maelys_execution_t* e, bool ref) {
+  if (e == NULL || e->owner != OWNER_CALLER || e->phase == PHASE_CLOSING)
+    return;
+  uv_handle_t* hs[] = {
+      (uv_handle_t*)&e->proc_poll,
+      (uv_handle_t*)&e->stop_timer,
+      (uv_handle_t*)&e->drain_timer,
+      (uv_handle_t*)&e->dispatch_timer,
+      e->status_poll_init ? (uv_handle_t*)&e->status_poll : NULL,
+      e->terminal_poll_init ? (uv_handle_t*)&e->terminal_poll : NULL};
+  for (size_t i = 0; i < MAELYS__ARRAY_SIZE(hs); i++) {
+    if (hs[i] == NULL)
+      continue;
+    if (ref)
+      uv_ref(hs[i]);
+    else
+      uv_unref(hs[i]);
+  }
+  /* The relays that copy a confined payload's output to the host's
+   * terminal are the execution's too. */
+  for (int i = 0; i < 2; i++) {
+    if (e->terminals[i] == NULL)
+      continue;
+    if (ref)
+      maelys__tty_relay_ref(e->terminals[i]);
+    else
+      maelys__tty_relay_unref(e->terminals[i]);
+  }
+}
+
+void maelys_execution_ref(maelys_execution_t* e) {
+  set_ref(e, true);
+}
+
+void maelys_execution_unref(maelys_execution_t* e) {
+  set_ref(e, false);
 }
 
 /* --------------------------------------------------------------- query */

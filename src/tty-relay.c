@@ -11,7 +11,8 @@
  * and never grows a buffer without bound (invariant 16): past RELAY_MAX
  * queued bytes, output is dropped and counted, and the count is said on the
  * terminal once the stream ends. Unless asked for raw output, control
- * characters are made visible and inert (ESC becomes "\x1b"), so that a
+ * characters, and bytes that are not valid UTF-8, are made visible and
+ * inert (ESC becomes "\x1b", a raw 0x9B "\x9b"), so that a
  * payload cannot move the cursor, rewrite the title, reach the clipboard
  * (OSC 52) or otherwise drive the operator's terminal.
  */
@@ -45,38 +46,78 @@ struct maelys__tty_relay {
   int handles; /* open handles of ours */
   size_t queued;
   uint64_t dropped;
-  bool utf8_lead_c2; /* the previous byte was 0xC2 (a C1 control may
-                        follow) */
+  maelys__tty_inert_t inert;
   char in[READ_CHUNK];
   maelys__tty_relay_cb done_cb;
   maelys__tty_relay_cb closed_cb;
   void* data;
 };
 
-/* Makes `in` inert for a terminal: "\xHH" for C0 controls but tab and
- * newline, DEL and the C1 controls (UTF-8 0xC2 0x80..0x9F). Returns the
- * length written to `out` (at most 4 * n). */
-static size_t sanitize(maelys__tty_relay_t* r, const char* in, size_t n,
-                       char* out) {
+/*
+ * Makes `in` inert for a terminal. What reaches it is valid UTF-8 without a
+ * control character: C0 controls but tab and newline, and DEL, become
+ * "\xHH"; the C1 controls (U+0080..U+009F, UTF-8 0xC2 0x80..0x9F) become
+ * "\u00HH"; and every byte that is not part of a valid UTF-8 sequence
+ * becomes "\xHH" -- in particular a raw 8-bit C1 control (0x9B is CSI, 0x9D
+ * OSC, 0x9C ST to a terminal that reads 8-bit controls, as xterm can be set
+ * to), but also overlong forms, surrogates and stray continuation bytes,
+ * which terminals decode in different ways. A sequence split across reads
+ * is held until it completes (or proves invalid), so the same bytes give the
+ * same result however the pipe delivers them.
+ */
+size_t maelys__tty_inert(maelys__tty_inert_t* st, const char* in, size_t n,
+                         char* out) {
   size_t o = 0;
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; in != NULL && i < n; i++) {
     unsigned char c = (unsigned char)in[i];
-    if (r->utf8_lead_c2) {
-      r->utf8_lead_c2 = false;
-      if (c >= 0x80 && c <= 0x9f) {
-        o += (size_t)sprintf(out + o, "\\u%04x", c);
+    if (st->have > 0) {
+      bool ok = (c & 0xc0) == 0x80;
+      if (ok && st->have == 1) {
+        /* The second byte bounds what the lead allows: no overlong form,
+         * no surrogate, nothing past U+10FFFF. */
+        unsigned char lead = st->pending[0];
+        ok = !((lead == 0xe0 && c < 0xa0) || (lead == 0xed && c > 0x9f) ||
+               (lead == 0xf0 && c < 0x90) || (lead == 0xf4 && c > 0x8f));
+      }
+      if (ok) {
+        st->pending[st->have++] = c;
+        if (st->have < st->need)
+          continue;
+        if (st->need == 2 && st->pending[0] == 0xc2 && st->pending[1] <= 0x9f)
+          o += (size_t)sprintf(out + o, "\\u%04x", st->pending[1]);
+        else
+          for (unsigned k = 0; k < st->have; k++)
+            out[o++] = (char)st->pending[k];
+        st->have = 0;
         continue;
       }
-      out[o++] = (char)0xc2;
+      /* Not a continuation: what was held is no character. */
+      for (unsigned k = 0; k < st->have; k++)
+        o += (size_t)sprintf(out + o, "\\x%02x", st->pending[k]);
+      st->have = 0;
     }
-    if (c == 0xc2) {
-      r->utf8_lead_c2 = true;
+    if (c < 0x80) {
+      if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+        o += (size_t)sprintf(out + o, "\\x%02x", c);
+      else
+        out[o++] = (char)c;
       continue;
     }
-    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+    st->need = c >= 0xc2 && c <= 0xdf   ? 2
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4
+                                        : 0;
+    if (st->need == 0) {
       o += (size_t)sprintf(out + o, "\\x%02x", c);
-    else
-      out[o++] = (char)c;
+      continue;
+    }
+    st->pending[0] = c;
+    st->have = 1;
+  }
+  if (in == NULL) {
+    for (unsigned k = 0; k < st->have; k++)
+      o += (size_t)sprintf(out + o, "\\x%02x", st->pending[k]);
+    st->have = 0;
   }
   return o;
 }
@@ -143,17 +184,17 @@ static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
       put(r, buf->base, (size_t)n);
       return;
     }
-    char out[4 * READ_CHUNK + 8];
-    put(r, out, sanitize(r, buf->base, (size_t)n, out));
+    char out[MAELYS__TTY_INERT_MAX(READ_CHUNK)];
+    put(r, out, maelys__tty_inert(&r->inert, buf->base, (size_t)n, out));
     return;
   }
   if (n == 0)
     return;
   uv_read_stop(s);
   r->eof = true;
-  if (r->sanitize && r->utf8_lead_c2) {
-    r->utf8_lead_c2 = false;
-    put(r, "\xc2", 1);
+  if (r->sanitize) {
+    char tail[MAELYS__TTY_INERT_MAX(0)];
+    put(r, tail, maelys__tty_inert(&r->inert, NULL, 0, tail));
   }
   if (r->dropped > 0) {
     char note[128];
@@ -223,6 +264,11 @@ bool maelys__tty_relay_done(const maelys__tty_relay_t* r) {
 void maelys__tty_relay_unref(maelys__tty_relay_t* r) {
   uv_unref((uv_handle_t*)&r->pipe);
   uv_unref((uv_handle_t*)&r->tty);
+}
+
+void maelys__tty_relay_ref(maelys__tty_relay_t* r) {
+  uv_ref((uv_handle_t*)&r->pipe);
+  uv_ref((uv_handle_t*)&r->tty);
 }
 
 static void on_closed(uv_handle_t* h) {

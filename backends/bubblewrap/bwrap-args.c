@@ -229,8 +229,10 @@ bind_source(builder_t* b, const char* what, const char* source,
   }
   /* Never the host's /, /run, /tmp or a home directory: they hold host
    * sockets and state, and a read-only bind does not stop connect() on a
-   * socket. A directory with a socket directly inside it is refused for the
-   * same reason (deeper levels are the plan author's to keep clean). */
+   * socket. A directory with a live socket directly inside it is refused for
+   * the same reason (deeper levels are the plan author's to keep clean); a
+   * stale socket file, which connects to nothing, is not (see
+   * socket_live in bwrap.c). */
   const char* why = refused_source(source);
   char sock[256];
   if (why == NULL && info.kind == MAELYS__BWRAP_DIRECTORY &&
@@ -347,6 +349,52 @@ static bool inside_writable_rule(const maelys_executor_plan_t* plan,
   return false;
 }
 
+/*
+ * A DENY hides one name: the overlay covers a path, not the file. A file
+ * with a second name (a hard link) is still read through that name wherever
+ * a bind reaches it -- and the payload of an earlier run with a writable
+ * workspace can plant exactly that: create the empty file the operator later
+ * fills with a secret, keep a link to it under another name, and read the
+ * secret through the link once the file is denied. Where the other names are
+ * cannot be known without walking every bind, so the sound rule is the
+ * simple one: every non-directory a DENY covers (the file itself, or each
+ * one below a denied directory, at any depth) must have exactly one name,
+ * or the plan is refused, naming the file and its link count. A payload
+ * that can read a file never gets to make a new name for it during a run in
+ * which it is denied: the overlay leaves it no path to the file to link.
+ */
+static maelys_executor_result_t
+deny_has_one_name(builder_t* b, const char* path, int fd,
+                  const maelys__bwrap_source_t* info) {
+  const maelys__bwrap_resolver_t* rs = b->env->resolver;
+  static const char why[] =
+      "a hard link elsewhere would still read it (one may have been planted "
+      "by an earlier run); remove the other names (find -samefile) or "
+      "replace the file with a copy";
+  if (info->kind != MAELYS__BWRAP_DIRECTORY) {
+    if (info->nlink <= 1)
+      return MAELYS_EXECUTOR_OK;
+    return fail(b->out_error, MAELYS_EXECUTOR_ERR_DENIED,
+                "rule deny '%s' is refused: the file has %llu hard links, "
+                "and %s",
+                path, (unsigned long long)info->nlink, why);
+  }
+  char name[MAELYS__BWRAP_NAME_MAX];
+  uint64_t nlink = 0;
+  int found = rs->find_hard_link(rs->ctx, fd, name, &nlink);
+  if (found < 0)
+    return fail(b->out_error, MAELYS_EXECUTOR_ERR_IO,
+                "rule deny '%s' is refused: its tree could not be checked "
+                "for hard links (%s)",
+                path, strerror(-found));
+  if (found == 0)
+    return MAELYS_EXECUTOR_OK;
+  return fail(b->out_error, MAELYS_EXECUTOR_ERR_DENIED,
+              "rule deny '%s' is refused: the file '%s/%s' below it has %llu "
+              "hard links, and %s",
+              path, path, name, (unsigned long long)nlink, why);
+}
+
 /* DENY: a final mode-000 read-only overlay over the path (invariant 11). */
 static maelys_executor_result_t deny(builder_t* b,
                                      const maelys_executor_plan_t* plan,
@@ -376,19 +424,24 @@ static maelys_executor_result_t deny(builder_t* b,
     return fail(b->out_error, MAELYS_EXECUTOR_ERR_IO,
                 "cannot open the path of rule deny '%s': %s", r->path,
                 strerror(-fd));
-  rs->close(rs->ctx, fd);
   bool is_dir = info.kind == MAELYS__BWRAP_DIRECTORY;
+  maelys_executor_result_t res = MAELYS_EXECUTOR_OK;
   if (is_dir && r->scope != MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY)
-    return fail(b->out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
-                "rule deny '%s' is a directory but its scope is %s", r->path,
-                r->scope == MAELYS_EXECUTOR_SCOPE_LITERAL_FILE
-                    ? "literal-file"
-                    : "literal-directory");
-  if (!is_dir && r->scope != MAELYS_EXECUTOR_SCOPE_LITERAL_FILE)
-    return fail(b->out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
-                "rule deny '%s' is not a directory but its scope is "
-                "recursive-directory",
-                r->path);
+    res = fail(b->out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+               "rule deny '%s' is a directory but its scope is %s", r->path,
+               r->scope == MAELYS_EXECUTOR_SCOPE_LITERAL_FILE
+                   ? "literal-file"
+                   : "literal-directory");
+  else if (!is_dir && r->scope != MAELYS_EXECUTOR_SCOPE_LITERAL_FILE)
+    res = fail(b->out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+               "rule deny '%s' is not a directory but its scope is "
+               "recursive-directory",
+               r->path);
+  else
+    res = deny_has_one_name(b, r->path, fd, &info);
+  rs->close(rs->ctx, fd);
+  if (res != MAELYS_EXECUTOR_OK)
+    return res;
   arg(b, "--perms");
   arg(b, "0000");
   if (is_dir) {

@@ -39,6 +39,9 @@ typedef struct maelys__bwrap_source {
   /* Every ancestor is searchable and the object readable by "other": an
    * unprivileged uid can reach it by path. */
   bool world_accessible;
+  /* The number of names the object has (st_nlink): a DENY of a file with
+   * another name is refused, since the other name still reads it. */
+  uint64_t nlink;
 } maelys__bwrap_source_t;
 
 /*
@@ -52,10 +55,20 @@ typedef struct maelys__bwrap_resolver {
   int (*open)(void* ctx, const char* path, maelys__bwrap_source_t* info);
   int (*create_dir)(void* ctx, const char* path);
   void (*close)(void* ctx, int fd);
-  /* The name of a unix socket directly inside the directory `fd` refers to
-   * (into name, 256 bytes): 1 when there is one, 0 otherwise. */
+  /* The name of a live unix socket (one something is bound to) directly
+   * inside the directory `fd` refers to (into name, 256 bytes): 1 when there
+   * is one, 0 otherwise. */
   int (*find_socket)(void* ctx, int fd, char* name);
+  /* The first non-directory below the directory `fd` refers to (any depth,
+   * no symbolic link followed) that has more than one name: its path
+   * relative to `fd` into name (MAELYS__BWRAP_NAME_MAX bytes) and its link
+   * count into *nlink. 1 when there is one, 0 otherwise, a negative errno
+   * when the tree could not be read to the end. */
+  int (*find_hard_link)(void* ctx, int fd, char* name, uint64_t* nlink);
 } maelys__bwrap_resolver_t;
+
+/* The size of the name find_hard_link() reports. */
+#define MAELYS__BWRAP_NAME_MAX 4096
 
 typedef struct maelys__bwrap_env {
   const maelys__bwrap_resolver_t* resolver;

@@ -33,7 +33,9 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -102,6 +104,7 @@ static int real_open(void* ctx, const char* path,
   info->ino = (uint64_t)st.st_ino;
   info->owner = st.st_uid;
   info->group = st.st_gid;
+  info->nlink = (uint64_t)st.st_nlink;
   /* Reachable by an unrelated uid: every ancestor searchable by "other",
    * the object itself readable (and searchable, for a directory). */
   bool ok = (st.st_mode & S_IROTH) &&
@@ -146,6 +149,50 @@ static void real_close(void* ctx, int fd) {
   close(fd);
 }
 
+/*
+ * Whether the socket file `name` in `dir` is live: a socket, in any network
+ * namespace, is bound to it. A pathname socket is reached through the
+ * filesystem, so a bind (even read-only) lets the sandbox connect() to
+ * whatever listens there -- which is why a bound directory may hold no
+ * socket. But a socket file whose socket was closed (one an earlier run left
+ * in the workspace) connects to nothing: refusing it would lock every later
+ * run out of that workspace. Only the kernel can say which it is, across
+ * network namespaces (a socket bound in a sandbox's own namespace is in no
+ * list the host can read, such as /proc/net/unix): a datagram connect() to
+ * the file fails with ECONNREFUSED when no socket is bound to it, EPROTOTYPE
+ * when a stream or seqpacket socket is (listening or not yet), and succeeds
+ * when a datagram socket is. A datagram connect only records a peer: a
+ * stream listener sees nothing. It goes through an O_PATH descriptor of the
+ * very file checked (/proc/self/fd/N), never a path a sandbox could change.
+ * Any other answer counts as live (fail closed). A stale file stays
+ * harmless for the run: a new socket at that path needs the file unlinked
+ * first.
+ */
+static bool socket_live(int dir, const char* name) {
+  int fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return errno != ENOENT;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+    close(fd);
+    return false; /* replaced meanwhile: no socket any more */
+  }
+  struct sockaddr_un addr;
+  memset(&addr, 0, sizeof addr);
+  addr.sun_family = AF_UNIX;
+  snprintf(addr.sun_path, sizeof addr.sun_path, "/proc/self/fd/%d", fd);
+  int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) {
+    close(fd);
+    return true;
+  }
+  int rc = connect(s, (struct sockaddr*)&addr, sizeof addr);
+  int e = rc == 0 ? 0 : errno;
+  close(s);
+  close(fd);
+  return !(rc != 0 && (e == ECONNREFUSED || e == ENOENT));
+}
+
 static int real_find_socket(void* ctx, int fd, char* name) {
   (void)ctx;
   char path[64];
@@ -165,7 +212,7 @@ static int real_find_socket(void* ctx, int fd, char* name) {
         (e->d_type == DT_UNKNOWN && e->d_name[0] != '.')) {
       struct stat st;
       if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-          S_ISSOCK(st.st_mode)) {
+          S_ISSOCK(st.st_mode) && socket_live(dirfd(d), e->d_name)) {
         snprintf(name, 256, "%s", e->d_name);
         found = 1;
       }
@@ -175,8 +222,89 @@ static int real_find_socket(void* ctx, int fd, char* name) {
   return found;
 }
 
+/* The deepest a denied tree is walked; a deeper one is refused rather than
+ * half checked. */
+#define HARD_LINK_WALK_DEPTH 64
+
+/* Walks the directory `dfd` (consumed) for a non-directory with more than
+ * one name; `name` holds the path so far (`len` bytes). Each level is opened
+ * relative to its parent with O_NOFOLLOW, so a symbolic link is never
+ * followed out of the tree. */
+static int walk_hard_links(int dfd, char* name, size_t len, int depth,
+                           uint64_t* nlink) {
+  DIR* d = fdopendir(dfd);
+  if (d == NULL) {
+    int e = errno;
+    close(dfd);
+    return -e;
+  }
+  int found = 0;
+  struct dirent* e;
+  errno = 0;
+  while (found == 0 && (e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      found = errno == ENOENT ? 0 : -errno; /* gone meanwhile: no name */
+      continue;
+    }
+    int n = snprintf(name + len, MAELYS__BWRAP_NAME_MAX - len, "%s%s",
+                     len > 0 ? "/" : "", e->d_name);
+    if (n < 0 || (size_t)n >= MAELYS__BWRAP_NAME_MAX - len) {
+      found = -ENAMETOOLONG;
+      break;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      if (st.st_nlink > 1) {
+        *nlink = (uint64_t)st.st_nlink;
+        found = 1;
+      }
+    } else if (faccessat(dirfd(d), e->d_name, X_OK, AT_EACCESS) != 0) {
+      /* Not searchable: passed over (see real_find_hard_link). */
+      found = errno == EACCES || errno == ENOENT ? 0 : -errno;
+    } else if (depth >= HARD_LINK_WALK_DEPTH) {
+      found = -ELOOP;
+    } else {
+      int sub = openat(dirfd(d), e->d_name,
+                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      found = sub < 0 ? -errno
+                      : walk_hard_links(sub, name, len + (size_t)n, depth + 1,
+                                        nlink);
+    }
+    if (found == 0)
+      name[len] = '\0';
+    errno = 0;
+  }
+  if (found == 0 && errno != 0)
+    found = -errno;
+  closedir(d);
+  return found;
+}
+
+/* A directory this process cannot search is passed over: as root the walk
+ * never meets one (CAP_DAC_READ_SEARCH), and an unprivileged host's sandbox
+ * runs as the host's own uid, so no run of it could reach a file below one
+ * to plant a second name for it (the kernel's protected_hardlinks also
+ * wants the linker to own the file or be able to read and write it). A
+ * directory it can search but not read is refused: its files cannot be
+ * checked. */
+static int real_find_hard_link(void* ctx, int fd, char* name, uint64_t* nlink) {
+  (void)ctx;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  name[0] = '\0';
+  if (faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) != 0)
+    return errno == EACCES ? 0 : -errno;
+  int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    return -errno;
+  return walk_hard_links(dfd, name, 0, 0, nlink);
+}
+
 static const maelys__bwrap_resolver_t real_resolver = {
-    NULL, real_open, real_create_dir, real_close, real_find_socket};
+    NULL,       real_open,        real_create_dir,
+    real_close, real_find_socket, real_find_hard_link};
 
 /* -------------------------------------------------------------- state */
 

@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "warden.h"
@@ -67,10 +69,34 @@ int warden_absolute(const char* path, char* out, size_t size) {
   return 0;
 }
 
+/* Whether a socket (in any network namespace) is bound to the socket file
+ * `name` in `dir`: a datagram connect() through an O_PATH descriptor of that
+ * very file fails with ECONNREFUSED only when none is (EPROTOTYPE for a
+ * stream socket, which sees nothing of it). A stale socket file (an earlier
+ * run's) connects to nothing, and must not lock a directory out of every
+ * later run; any other answer counts as live. The backend makes the same
+ * test (socket_live in the bubblewrap backend). */
+static bool socket_live(int dir, const char* name) {
+  int fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return errno != ENOENT;
+  struct sockaddr_un addr;
+  memset(&addr, 0, sizeof addr);
+  addr.sun_family = AF_UNIX;
+  snprintf(addr.sun_path, sizeof addr.sun_path, "/proc/self/fd/%d", fd);
+  int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  int rc = s < 0 ? -1 : connect(s, (struct sockaddr*)&addr, sizeof addr);
+  int e = rc == 0 ? 0 : errno;
+  if (s >= 0)
+    close(s);
+  close(fd);
+  return !(s >= 0 && rc != 0 && (e == ECONNREFUSED || e == ENOENT));
+}
+
 /* Invariant 18 and DESIGN's note on network NONE: a pathname unix socket
  * below a bound directory stays connectable (a read-only bind does not stop
- * connect()), so a readable directory may hold none within two levels. The
- * socket found, into `found`, or "". */
+ * connect()), so a readable directory may hold no live one within two
+ * levels. The socket found, into `found`, or "". */
 void warden_find_socket(int dir, const char* prefix, int depth, char* found,
                         size_t size) {
   DIR* d = fdopendir(dir);
@@ -86,7 +112,8 @@ void warden_find_socket(int dir, const char* prefix, int depth, char* found,
     if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
       continue;
     if (S_ISSOCK(st.st_mode)) {
-      snprintf(found, size, "%s/%s", prefix, e->d_name);
+      if (socket_live(dirfd(d), e->d_name))
+        snprintf(found, size, "%s/%s", prefix, e->d_name);
     } else if (S_ISDIR(st.st_mode) && depth > 1) {
       int sub = openat(dirfd(d), e->d_name,
                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

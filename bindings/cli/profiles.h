@@ -135,7 +135,8 @@ int warden_ca_vars(const invocation_t* inv, struct warden_policy* policy,
 int warden_ca_plan(const struct warden_policy* policy,
                    maelys_executor_plan_t* plan, cli_error_t* err);
 
-/* profile.c: a pathname unix socket within `depth` levels of the directory
+/* profile.c: a live pathname unix socket (one a socket is bound to; a stale
+ * socket file is passed over) within `depth` levels of the directory
  * `dir` (consumed), into `found` (or ""). */
 void warden_find_socket(int dir, const char* prefix, int depth, char* found,
                         size_t size);

@@ -60,7 +60,9 @@ typedef struct direction {
   bool finished;
   bool failed;
   size_t pending;
-  bool after_c2; /* inert: the last byte was 0xC2, a C1 control may follow */
+  /* inert: the start of a UTF-8 sequence split across reads (make_inert). */
+  unsigned char pending_utf8[4];
+  unsigned char have, need;
   int last_byte; /* the last byte read, -1 before any */
   /* file operations, one chunk in flight */
   uv_fs_t read_req;
@@ -97,28 +99,70 @@ struct relay {
   size_t pooled;
 };
 
-/* "\xHH" for C0 controls but tab and newline, DEL and the C1 controls (UTF-8
- * 0xC2 0x80..0x9F); `out` holds 6 * n bytes. */
-static size_t make_inert(direction_t* d, const char* in, size_t n, char* out) {
+/*
+ * Makes `in` inert for a terminal (`out` holds 4 * n + 16 bytes). What
+ * reaches it is valid UTF-8 without a control character: C0 controls but
+ * tab and newline, and DEL, become "\xHH"; the C1 controls (U+0080..U+009F)
+ * "\u00HH"; and every byte that is not part of a valid UTF-8 sequence
+ * "\xHH" -- in particular a raw 8-bit C1 control (0x9B is CSI to a terminal
+ * that reads 8-bit controls), but also overlong forms, surrogates and stray
+ * continuation bytes. A sequence split across reads is held in the relay
+ * until it completes or proves invalid. (The library's terminal relay,
+ * src/tty-relay.c, applies the same rule; this program uses only the public
+ * API, so the decoder is its own.)
+ */
+static size_t make_inert(direction_t* r, const char* in, size_t n, char* out) {
   size_t o = 0;
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; in != NULL && i < n; i++) {
     unsigned char c = (unsigned char)in[i];
-    if (d->after_c2) {
-      d->after_c2 = false;
-      if (c >= 0x80 && c <= 0x9f) {
-        o += (size_t)snprintf(out + o, 7, "\\u%04x", c);
+    if (r->have > 0) {
+      bool ok = (c & 0xc0) == 0x80;
+      if (ok && r->have == 1) {
+        /* No overlong form, no surrogate, nothing past U+10FFFF. */
+        unsigned char lead = r->pending_utf8[0];
+        ok = !((lead == 0xe0 && c < 0xa0) || (lead == 0xed && c > 0x9f) ||
+               (lead == 0xf0 && c < 0x90) || (lead == 0xf4 && c > 0x8f));
+      }
+      if (ok) {
+        r->pending_utf8[r->have++] = c;
+        if (r->have < r->need)
+          continue;
+        if (r->need == 2 && r->pending_utf8[0] == 0xc2 &&
+            r->pending_utf8[1] <= 0x9f)
+          o += (size_t)snprintf(out + o, 7, "\\u%04x", r->pending_utf8[1]);
+        else
+          for (unsigned k = 0; k < r->have; k++)
+            out[o++] = (char)r->pending_utf8[k];
+        r->have = 0;
         continue;
       }
-      out[o++] = (char)0xc2;
+      /* Not a continuation: what was held is no character. */
+      for (unsigned k = 0; k < r->have; k++)
+        o += (size_t)snprintf(out + o, 5, "\\x%02x", r->pending_utf8[k]);
+      r->have = 0;
     }
-    if (c == 0xc2) {
-      d->after_c2 = true;
+    if (c < 0x80) {
+      if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+        o += (size_t)snprintf(out + o, 5, "\\x%02x", c);
+      else
+        out[o++] = (char)c;
       continue;
     }
-    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+    r->need = c >= 0xc2 && c <= 0xdf   ? 2
+              : c >= 0xe0 && c <= 0xef ? 3
+              : c >= 0xf0 && c <= 0xf4 ? 4
+                                       : 0;
+    if (r->need == 0) {
       o += (size_t)snprintf(out + o, 5, "\\x%02x", c);
-    else
-      out[o++] = (char)c;
+      continue;
+    }
+    r->pending_utf8[0] = c;
+    r->have = 1;
+  }
+  if (in == NULL) {
+    for (unsigned k = 0; k < r->have; k++)
+      o += (size_t)snprintf(out + o, 5, "\\x%02x", r->pending_utf8[k]);
+    r->have = 0;
   }
   return o;
 }
@@ -431,6 +475,16 @@ static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) {
   *buf = uv_buf_init(c->data, RELAY_CHUNK);
 }
 
+/* At the end of the payload's output: a sequence it cut short is shown
+ * escaped, never left half-written on the terminal. */
+static void flush_inert(direction_t* d) {
+  if (d->options.transform != RELAY_INERT || d->have == 0 || d->failed ||
+      d->dst->kind == END_NONE)
+    return;
+  char out[32];
+  deliver_bytes(d, out, make_inert(d, NULL, 0, out), NULL);
+}
+
 static void on_stream_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
   direction_t* d = s->data;
   chunk_t* c =
@@ -446,6 +500,7 @@ static void on_stream_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
    * process holds its slave), which ends the direction the same way. */
   uv_read_stop(s);
   d->reading = false;
+  flush_inert(d);
   d->src_eof = true;
   if (d->pending == 0)
     dir_finish(d);
@@ -457,6 +512,7 @@ static void on_file_read(uv_fs_t* req) {
   uv_fs_req_cleanup(req);
   d->reading = false;
   if (n <= 0) {
+    flush_inert(d);
     d->src_eof = true;
     if (d->pending == 0)
       dir_finish(d);

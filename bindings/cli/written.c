@@ -100,7 +100,27 @@ static json_t* load(cli_error_t* err, bool* failed) {
 /* Whether `path` (absolute, no link) is inside the directory or file with
  * identity dev/ino: its nearest existing ancestor (itself included) walked up
  * through "..". */
-static bool inside_by_identity(const char* path, dev_t dev, ino_t ino) {
+/* The birth time of what `fd` (or `path` relative to it) names, as
+ * nanoseconds, or -1 where the file system does not keep one. With the
+ * device and inode it names one directory for good: an inode number is
+ * reused once its directory is removed (a test suite's temporary
+ * directories did exactly that), a birth time is not. */
+static long long birth(int fd, const char* path, int flags) {
+  struct statx sx;
+  if (statx(fd, path, flags | AT_SYMLINK_NOFOLLOW, STATX_BTIME, &sx) != 0 ||
+      !(sx.stx_mask & STATX_BTIME))
+    return -1;
+  return (long long)sx.stx_btime.tv_sec * 1000000000LL + sx.stx_btime.tv_nsec;
+}
+
+static bool same(const struct stat* st, int fd, dev_t dev, ino_t ino,
+                 long long born) {
+  return st->st_dev == dev && st->st_ino == ino &&
+         birth(fd, "", AT_EMPTY_PATH) == born;
+}
+
+static bool inside_by_identity(const char* path, dev_t dev, ino_t ino,
+                               long long born) {
   char probe[PATH_MAX];
   snprintf(probe, sizeof probe, "%s", path);
   struct stat st;
@@ -116,8 +136,9 @@ static bool inside_by_identity(const char* path, dev_t dev, ino_t ino) {
   /* A file: itself (a recorded writable file), then up from its directory
    * (".." of a file is ENOTDIR). */
   if (fd >= 0 && fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) {
+    bool itself = same(&st, fd, dev, ino, born);
     close(fd);
-    if (st.st_dev == dev && st.st_ino == ino)
+    if (itself)
       return true;
     char* slash = strrchr(probe, '/');
     if (slash == NULL)
@@ -128,7 +149,7 @@ static bool inside_by_identity(const char* path, dev_t dev, ino_t ino) {
   for (int depth = 0; fd >= 0 && depth < 256; depth++) {
     if (fstat(fd, &st) != 0)
       break;
-    if (st.st_dev == dev && st.st_ino == ino) {
+    if (same(&st, fd, dev, ino, born)) {
       close(fd);
       return true;
     }
@@ -162,9 +183,14 @@ int warden_written_check(const char* option, const char* path, const char* what,
     if (w == NULL)
       continue;
     bool in = within(path, w);
-    if (!in && json_is_integer(dev) && json_is_integer(ino))
+    json_t* born = json_object_get(e, "born");
+    /* By identity only with a birth time: without one a reused inode
+     * number would match. */
+    if (!in && json_is_integer(dev) && json_is_integer(ino) &&
+        json_is_integer(born))
       in = inside_by_identity(path, (dev_t)json_integer_value(dev),
-                              (ino_t)json_integer_value(ino));
+                              (ino_t)json_integer_value(ino),
+                              (long long)json_integer_value(born));
     if (!in)
       continue;
     bool kept = false;
@@ -233,6 +259,9 @@ int warden_written_record(const maelys_executor_plan_t* plan,
     if (lstat(w, &st) == 0) {
       json_object_set_new(entry, "dev", json_integer((json_int_t)st.st_dev));
       json_object_set_new(entry, "ino", json_integer((json_int_t)st.st_ino));
+      long long born = birth(AT_FDCWD, w, 0);
+      if (born >= 0)
+        json_object_set_new(entry, "born", json_integer((json_int_t)born));
     }
     json_t* ro = json_array();
     for (size_t k = 0; k < nread; k++)

@@ -854,6 +854,19 @@ MAELYS_EXECUTOR_API maelys_executor_result_t
 maelys_execution_resize(maelys_execution_t* execution, unsigned rows,
                         unsigned columns, char** out_error);
 
+/*
+ * Whether the execution keeps its loop alive while it runs. By default it
+ * does, as an active libuv handle does. maelys_execution_unref() makes every
+ * handle the execution owns stop counting (uv_unref), so a host's loop can
+ * end while the child still runs, as with a child process the host does not
+ * wait for; maelys_execution_ref() restores the default. Pending wait and stop
+ * callbacks are still delivered while the loop runs. Streams obtained from
+ * maelys_execution_stream are the caller's to ref or unref. Idempotent; NULL
+ * and a released execution are accepted and left alone.
+ */
+MAELYS_EXECUTOR_API void maelys_execution_ref(maelys_execution_t* execution);
+MAELYS_EXECUTOR_API void maelys_execution_unref(maelys_execution_t* execution);
+
 /* The execution's identifier (32 lowercase hex digits); borrowed. */
 MAELYS_EXECUTOR_API const char*
 maelys_execution_id(const maelys_execution_t* execution);

@@ -113,6 +113,35 @@ class WardenCase(unittest.TestCase):
     def count_marked(self, marker):
         return len(self.marked(marker))
 
+    def run_on_terminal(self, *args):
+        """Runs maelys-warden with a fresh pseudo-terminal as its stdin,
+        stdout and stderr; returns (status, what reached the terminal)."""
+        import pty
+        import select
+        import time
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([ARGS.warden] + list(args), stdin=slave,
+                                stdout=slave, stderr=slave, env=self.env(),
+                                cwd=self.ws, close_fds=True)
+        os.close(slave)
+        seen = b""
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            r, _, _ = select.select([master], [], [], 0.1)
+            if r:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            elif proc.poll() is not None:
+                break
+        code = proc.wait(timeout=30)
+        os.close(master)
+        return code, seen
+
 
 
 def main():

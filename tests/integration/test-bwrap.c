@@ -22,6 +22,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -847,6 +848,86 @@ static void test_no_terminal_enters(void** state) {
   harness_finish(&h);
 }
 
+static void on_master_any(uv_poll_t* p, int status, int events) {
+  terminal_reader_t* t = p->data;
+  (void)status;
+  (void)events;
+  for (;;) {
+    if (t->len + 4096 > t->cap) {
+      t->cap = t->cap ? 2 * t->cap : 65536;
+      t->seen = realloc(t->seen, t->cap);
+      assert_non_null(t->seen);
+    }
+    ssize_t r = read(t->master, t->seen + t->len, t->cap - t->len - 1);
+    if (r <= 0)
+      break;
+    t->len += (size_t)r;
+    t->seen[t->len] = '\0';
+  }
+}
+
+/* Invariant 21, byte by byte: with the host's stderr a terminal, raw 8-bit
+ * C1 controls (CSI 0x9B, OSC 0x9D, ST 0x9C) and invalid UTF-8 reach it
+ * escaped, and valid characters split across the payload's writes (so
+ * across the relay's reads) reach it whole. */
+static void test_terminal_gets_no_raw_c1(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+  assert_true(master >= 0);
+  assert_int_equal(grantpt(master), 0);
+  assert_int_equal(unlockpt(master), 0);
+  int slave = open(ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC);
+  assert_true(slave >= 0);
+  /* The terminal passes bytes as they are (no output processing). */
+  struct termios tio;
+  assert_int_equal(tcgetattr(slave, &tio), 0);
+  cfmakeraw(&tio);
+  assert_int_equal(tcsetattr(slave, TCSANOW, &tio), 0);
+  int saved = dup(2);
+  assert_int_equal(dup2(slave, 2), 2);
+  maelys_executor_plan_t* plan =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  maelys_execution_request_t* req =
+      sandbox_request(NULL, ARGS("c1-bytes", "2"));
+  maelys_execution_t* e = NULL;
+  char* err = NULL;
+  if (maelys_execution_spawn(h.executor, plan, req, &e, &err) != 0)
+    fail_msg("spawn: %s", err);
+  dup2(saved, 2);
+  close(saved);
+  collected_t out;
+  memset(&out, 0, sizeof out);
+  terminal_reader_t t = {.master = master, .out = &out};
+  uv_poll_init(&h.loop, &t.poll, master);
+  t.poll.data = &t;
+  uv_poll_start(&t.poll, UV_READABLE, on_master_any);
+  waited_t w;
+  memset(&w, 0, sizeof w);
+  maelys_execution_wait(e, waited_cb, &w, NULL);
+  harness_run_until(&h, &w.done);
+  while (t.seen == NULL || strstr(t.seen, "end\n") == NULL)
+    uv_run(&h.loop, UV_RUN_ONCE);
+  uv_close((uv_handle_t*)&t.poll, NULL);
+  assert_int_equal(w.status.exit_code, 0);
+  static const char want[] =
+      "raw:\\x9b2J osc:\\x9d0;t\\x9c utf8:\\u009b2J e:\xc3\xa9 "
+      "cjk:\xe6\x97\xa5 c1split:\\u009b2J bad:\\xe6\\x97X stray:\\xbf end\n";
+  if (strstr(t.seen, want) == NULL)
+    fail_msg("the terminal got '%s'", t.seen);
+  free(t.seen);
+  maelys_execution_release(e);
+  close(slave);
+  close(master);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
 /* The positive twins: allowed reads and writes work, and network INHERIT
  * reaches the loopback listener. */
 static void test_allowed_twins(void** state) {
@@ -1558,6 +1639,7 @@ int main(void) {
       cmocka_unit_test(test_writable_tree_contents),
       cmocka_unit_test(test_untrusted_programs_refused),
       cmocka_unit_test(test_no_terminal_enters),
+      cmocka_unit_test(test_terminal_gets_no_raw_c1),
       cmocka_unit_test(test_allowed_twins),
       cmocka_unit_test(test_never_host_root),
       cmocka_unit_test(test_32bit_entries_killed),

@@ -108,6 +108,39 @@ static void test_execution_keeps_loop_alive(void** state) {
   harness_finish(&h);
 }
 
+/* An unreferenced execution no longer keeps the loop alive: a bare uv_run
+ * returns while the child still runs. Referenced again, it does, and its
+ * waiter runs at the exit. */
+static void test_execution_unref(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 20000);
+  maelys_executor_plan_t* plan = plan_unconfined();
+  maelys_execution_request_t* req =
+      request_fixture("posix", ARGS("sleep", "400"));
+  maelys_execution_request_set_io_mode(req, MAELYS_EXEC_IO_INHERIT, -1, NULL);
+  maelys_execution_t* e = NULL;
+  assert_int_equal(maelys_execution_spawn(h.executor, plan, req, &e, NULL), 0);
+  int calls = 0;
+  maelys_execution_wait(e, on_exit_count, &calls, NULL);
+  maelys_execution_unref(e);
+  maelys_execution_unref(e);
+  uint64_t t0 = harness_now_ms();
+  uv_run(&h.loop, UV_RUN_DEFAULT);
+  assert_true(harness_now_ms() - t0 < 300);
+  assert_int_equal(calls, 0);
+  assert_true(maelys_execution_pid(e) > 0);
+  maelys_execution_ref(e);
+  uv_run(&h.loop, UV_RUN_DEFAULT);
+  assert_int_equal(calls, 1);
+  maelys_execution_release(e);
+  maelys_execution_ref(NULL);
+  maelys_execution_unref(NULL);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
 static void test_execution_bad_inputs(void** state) {
   (void)state;
   harness_t h;
@@ -231,6 +264,7 @@ int main(void) {
       cmocka_unit_test(test_anonymous_inode_is_no_standard_stream),
       cmocka_unit_test(test_containment_failure_is_reported),
       cmocka_unit_test(test_execution_keeps_loop_alive),
+      cmocka_unit_test(test_execution_unref),
       cmocka_unit_test(test_execution_bad_inputs),
   };
   return cmocka_run_group_tests_name("core", tests, NULL, NULL);

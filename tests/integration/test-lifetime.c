@@ -22,7 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <grp.h>
+#include <pwd.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -367,6 +369,22 @@ static int descendants(int pid, int* out, int max) {
   return n;
 }
 
+/* Reaps this process's children (orphans it adopted as a subreaper) until
+ * there are none; false if some are still running after `ms`. */
+static bool reap_all_children(long ms) {
+  for (long waited = 0;; waited += 5) {
+    int status;
+    pid_t r;
+    while ((r = waitpid(-1, &status, WNOHANG)) > 0)
+      ;
+    if (r < 0 && errno == ECHILD)
+      return true;
+    if (waited >= ms)
+      return false;
+    sleep_ms(5);
+  }
+}
+
 /* A host killed 0..15 ms into a registration probe leaves no process, and
  * the next registration removes the probe's directory. */
 static void test_host_killed_during_probe(void** state) {
@@ -376,6 +394,10 @@ static void test_host_killed_during_probe(void** state) {
   if (!bwrap_or_skip(&check))
     return;
   harness_finish(&check);
+  /* What the host forked after the scan below (a launcher between its fork
+   * and its exec, which still shares the probe directory's lock) is
+   * adopted here when the host dies, and must go too. */
+  assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
   for (int r = 0; r < rounds(); r++)
     for (int step = 0; step <= 15; step++) {
       char before[64][256], after[64][256];
@@ -427,6 +449,10 @@ static void test_host_killed_during_probe(void** state) {
           fail_msg("a registration killed %d ms in left a process in its "
                    "launcher's pid namespace",
                    step);
+      if (!reap_all_children(GONE_MS))
+        fail_msg("a registration killed %d ms in left a process it forked "
+                 "after the scan",
+                 step);
       /* The next registration sweeps what the killed one left on disk. */
       harness_t next;
       harness_init(&next, 60000);
@@ -458,6 +484,79 @@ static void test_host_killed_during_probe(void** state) {
                    after[i], step);
       }
     }
+  prctl(PR_SET_CHILD_SUBREAPER, 0);
+}
+
+/* Registrations that probe at once, as every process of a user does (the
+ * probe directories of one uid share /tmp): one's sweep of what dead
+ * registrations left must never take the directory another is still making.
+ * Each child registers REG_ROUNDS times; any failure is reported. */
+#define REG_HOSTS 4
+#define REG_ROUNDS 12
+
+static int register_repeatedly(int rounds_left) {
+  int failures = 0;
+  for (int i = 0; i < rounds_left; i++) {
+    uv_loop_t loop;
+    maelys_executor_t* ex = NULL;
+    char* err = NULL;
+    if (uv_loop_init(&loop) != 0 ||
+        maelys_executor_create(&loop, &ex, &err) != MAELYS_EXECUTOR_OK)
+      return 100;
+    maelys_backend_options_t* o = NULL;
+    maelys_backend_options_create(&o, NULL);
+    maelys_backend_options_set(o, "helper", MAELYS_HELPER, NULL);
+    maelys_executor_result_t r = maelys_executor_register_backend(
+        ex, maelys_backend_bubblewrap(), o, &err);
+    maelys_backend_options_destroy(o);
+    uint64_t mask = 0;
+    char* diag = NULL;
+    if (r == MAELYS_EXECUTOR_OK)
+      maelys_executor_backend_capabilities(ex, "bubblewrap", &mask, NULL);
+    if (r != MAELYS_EXECUTOR_OK ||
+        !(mask & MAELYS_BACKEND_CAP_FILESYSTEM_READ)) {
+      if (r == MAELYS_EXECUTOR_OK)
+        maelys_executor_backend_diagnostic(ex, "bubblewrap", &diag, NULL);
+      fprintf(stderr, "registration %d of pid %d: %s\n", i, (int)getpid(),
+              r != MAELYS_EXECUTOR_OK ? (err ? err : "?")
+                                      : (diag ? diag : "?"));
+      failures++;
+    }
+    maelys_executor_string_free(diag);
+    maelys_executor_error_free(err);
+    maelys_executor_destroy(ex, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+  }
+  return failures;
+}
+
+static void test_concurrent_registrations(void** state) {
+  (void)state;
+  harness_t check;
+  harness_init(&check, 240000);
+  if (!bwrap_or_skip(&check))
+    return;
+  harness_finish(&check);
+  for (int r = 0; r < rounds(); r++) {
+    pid_t hosts[REG_HOSTS];
+    for (int i = 0; i < REG_HOSTS; i++) {
+      hosts[i] = fork();
+      assert_true(hosts[i] >= 0);
+      if (hosts[i] == 0)
+        _exit(register_repeatedly(REG_ROUNDS));
+    }
+    int failed = 0;
+    for (int i = 0; i < REG_HOSTS; i++) {
+      int status = 0;
+      assert_int_equal(waitpid(hosts[i], &status, 0), hosts[i]);
+      failed += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    }
+    if (failed != 0)
+      fail_msg("%d of %d hosts registering bubblewrap at once saw a "
+               "registration fail (their messages are above)",
+               failed, REG_HOSTS);
+  }
 }
 
 /* ---------------------------------------------------------- identities */
@@ -632,8 +731,12 @@ static void test_identity_not_reused_while_alive(void** state) {
       uv_stream_t* s = NULL;
       maelys_execution_stream(e, MAELYS_EXEC_STREAM_STDOUT, &s, NULL);
       collect_start(s, &out);
-      while (strstr(out.data ? out.data : "", "ready") == NULL)
+      /* Until it runs, or its output ended without (its launch failed, e.g.
+       * every identity of the range in use by another process). */
+      while (!out.eof && strstr(out.data ? out.data : "", "ready") == NULL)
         uv_run(&hh.loop, UV_RUN_ONCE);
+      if (strstr(out.data ? out.data : "", "ready") == NULL)
+        _exit(5);
       if (write(p[1], "R", 1) != 1)
         _exit(4);
       for (;;)
@@ -641,7 +744,14 @@ static void test_identity_not_reused_while_alive(void** state) {
     }
     close(p[1]);
     char c;
-    assert_int_equal(read(p[0], &c, 1), 1);
+    if (read(p[0], &c, 1) != 1) {
+      int status = 0;
+      waitpid(host, &status, 0);
+      fail_msg("round %d: the first host's sandbox did not start (the host "
+               "exited with %d; is the identity range %s in use by another "
+               "process?)",
+               r, WIFEXITED(status) ? WEXITSTATUS(status) : -1, range);
+    }
     close(p[0]);
     kill(host, SIGKILL);
     waitpid(host, NULL, 0);
@@ -705,6 +815,236 @@ static void test_identity_not_reused_while_alive(void** state) {
     assert_int_equal(
         tree_wait_gone(pids, (size_t)marked_pids(marker, pids, 8), GONE_MS), 0);
   }
+}
+
+/* A process that holds host ids the way a container manager's does: in a
+ * user namespace that root created, whose uid_map and gid_map are `map`;
+ * when `become` it takes the namespace's uid and gid 0 (host id: the map's
+ * first outside id), else it stays host root and only the mapping holds the
+ * range. Killed and reaped by the caller. */
+static pid_t holders[4];
+
+/* Ends whatever holder a failed assertion left running (cmocka leaves the
+ * test at once). */
+static int end_holders(void** state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof holders / sizeof holders[0]; i++)
+    if (holders[i] > 0) {
+      kill(holders[i], SIGKILL);
+      waitpid(holders[i], NULL, 0);
+      holders[i] = 0;
+    }
+  return 0;
+}
+
+static void end_holder(pid_t pid) {
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  for (size_t i = 0; i < sizeof holders / sizeof holders[0]; i++)
+    if (holders[i] == pid)
+      holders[i] = 0;
+}
+
+static void keep_holder(pid_t pid) {
+  for (size_t i = 0; i < sizeof holders / sizeof holders[0]; i++)
+    if (holders[i] == 0) {
+      holders[i] = pid;
+      return;
+    }
+  fail_msg("too many holders");
+}
+
+static pid_t userns_holder(const char* map, bool become) {
+  int ready[2], go[2];
+  assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    char c = 'u';
+    if (unshare(CLONE_NEWUSER) != 0 || write(ready[1], &c, 1) != 1 ||
+        read(go[0], &c, 1) != 1)
+      _exit(3);
+    if (become && (setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0))
+      _exit(4);
+    /* After the change of ids, which clears a parent-death signal. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (write(ready[1], &c, 1) != 1)
+      _exit(5);
+    for (;;)
+      pause();
+  }
+  keep_holder(pid);
+  char c;
+  assert_int_equal(read(ready[0], &c, 1), 1);
+  static const char* const files[] = {"uid_map", "setgroups", "gid_map"};
+  for (int i = 0; i < 3; i++) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, files[i]);
+    const char* text = i == 1 ? "deny" : map;
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+  }
+  assert_int_equal(write(go[1], "g", 1), 1);
+  assert_int_equal(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  close(ready[1]);
+  close(go[0]);
+  close(go[1]);
+  return pid;
+}
+
+/* Runs the fixture under the fixed identity uid:gid, or (uid 0) under one
+ * of the backend's identity_range `range`; returns the outcome, with the
+ * launch failure's message in `message` and the identity's uid in *got. */
+static maelys_execution_outcome_t run_identity(uint32_t uid, uint32_t gid,
+                                               const char* range, long* got,
+                                               char* message, size_t size) {
+  harness_t h;
+  harness_init(&h, 60000);
+  maelys_backend_options_t* o = NULL;
+  maelys_backend_options_create(&o, NULL);
+  maelys_backend_options_set(o, "helper", MAELYS_HELPER, NULL);
+  if (range != NULL)
+    maelys_backend_options_set(o, "identity_range", range, NULL);
+  assert_int_equal(maelys_executor_register_backend(
+                       h.executor, maelys_backend_bubblewrap(), o, NULL),
+                   0);
+  maelys_backend_options_destroy(o);
+  maelys_executor_plan_t* plan = fixture_plan(0, 0);
+  maelys_execution_request_t* req =
+      request_fixture("bubblewrap", ARGS("exit", "0"));
+  if (uid != 0)
+    assert_int_equal(maelys_execution_request_set_identity(req, uid, gid, NULL),
+                     0);
+  maelys_execution_t* e = NULL;
+  char* err = NULL;
+  if (maelys_execution_spawn(h.executor, plan, req, &e, &err) != 0)
+    fail_msg("spawn: %s", err);
+  waited_t w;
+  memset(&w, 0, sizeof w);
+  maelys_execution_wait(e, waited_cb, &w, NULL);
+  harness_run_until(&h, &w.done);
+  snprintf(message, size, "%s", w.message);
+  if (got != NULL)
+    *got = receipt_uid(e);
+  maelys_execution_release(e);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+  return w.status.outcome;
+}
+
+static void expect_identity_refused(uint32_t uid, uint32_t gid,
+                                    const char* needle) {
+  char message[1024];
+  maelys_execution_outcome_t o =
+      run_identity(uid, gid, NULL, NULL, message, sizeof message);
+  if (o != MAELYS_EXEC_OUTCOME_LAUNCH_FAILED ||
+      strstr(message, "in use") == NULL || strstr(message, needle) == NULL)
+    fail_msg("identity %u:%u should be refused as in use (%s), got outcome "
+             "%d: %s",
+             (unsigned)uid, (unsigned)gid, needle, (int)o, message);
+}
+
+/* Whether any process the host's /proc shows has `uid` (any of its four). */
+static bool uid_has_process(unsigned uid) {
+  DIR* d = opendir("/proc");
+  assert_non_null(d);
+  bool found = false;
+  struct dirent* e;
+  while (!found && (e = readdir(d)) != NULL) {
+    char path[300], text[4096];
+    snprintf(path, sizeof path, "/proc/%.255s/status", e->d_name);
+    FILE* f = fopen(path, "r");
+    if (f == NULL)
+      continue;
+    while (fgets(text, sizeof text, f) != NULL) {
+      unsigned a, b, c, x;
+      if (sscanf(text, "Uid: %u %u %u %u", &a, &b, &c, &x) == 4)
+        found = a == uid || b == uid || c == uid || x == uid;
+    }
+    fclose(f);
+  }
+  closedir(d);
+  return found;
+}
+
+/* Invariant 20 against ids held where the kernel's per-uid count does not
+ * look: a process of host uid X inside a user namespace root created (it is
+ * charged to the namespace's owner, root), a mapped range no process runs in
+ * yet, a process holding only the gid, and a user of the user database with
+ * no process. Each is refused, saying why; once released, the same ids run. */
+static void test_identity_held_elsewhere_is_refused(void** state) {
+  (void)state;
+  if (!root_or_skip("identities held elsewhere"))
+    return;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  harness_finish(&h);
+  uint32_t x = 1879300000u + (uint32_t)(getpid() % 1000) * 40u;
+  char map[64];
+
+  /* The attack of the review: uid X inside a root-made user namespace. */
+  snprintf(map, sizeof map, "0 %u 1\n", (unsigned)x);
+  pid_t holder = userns_holder(map, true);
+  expect_identity_refused(x, x, "has uid");
+  end_holder(holder);
+
+  /* A mapping over X+10..X+19, nobody running as any of them yet. */
+  snprintf(map, sizeof map, "0 %u 10\n", (unsigned)x + 10);
+  holder = userns_holder(map, false);
+  expect_identity_refused(x + 15, x + 15, "maps host uids");
+  /* From a range the mapping mostly covers, X+10..X+21, only X+20 or X+21
+   * is given. */
+  char range[64], message[1024];
+  snprintf(range, sizeof range, "%u:12", (unsigned)x + 10);
+  for (int i = 0; i < 4; i++) {
+    long got = -1;
+    assert_int_equal(run_identity(0, 0, range, &got, message, sizeof message),
+                     MAELYS_EXEC_OUTCOME_EXITED);
+    if (got != (long)x + 20 && got != (long)x + 21)
+      fail_msg("the identity %ld lies in a range a user namespace maps", got);
+  }
+  end_holder(holder);
+
+  /* Only the gid: a plain process of another uid whose group is X+30. */
+  pid_t g = fork();
+  assert_true(g >= 0);
+  if (g == 0) {
+    if (setgroups(0, NULL) != 0 || setresgid(x + 30, x + 30, x + 30) != 0 ||
+        setresuid(x + 31, x + 31, x + 31) != 0)
+      _exit(3);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    for (;;)
+      pause();
+  }
+  keep_holder(g);
+  for (int i = 0; i < 1000 && !uid_has_process(x + 31); i++)
+    usleep(1000);
+  expect_identity_refused(x + 30, x + 30, "has gid");
+  end_holder(g);
+
+  /* A user of the database with no process (a system account). */
+  unsigned user = 0;
+  setpwent();
+  for (struct passwd* pw; user == 0 && (pw = getpwent()) != NULL;)
+    if (pw->pw_uid != 0 && pw->pw_uid < 60000 && !uid_has_process(pw->pw_uid))
+      user = pw->pw_uid;
+  endpwent();
+  if (user != 0)
+    expect_identity_refused(user, x + 35, "user database");
+
+  /* Released: the same ids are free again. */
+  assert_int_equal(run_identity(x, x, NULL, NULL, message, sizeof message),
+                   MAELYS_EXEC_OUTCOME_EXITED);
+  assert_int_equal(
+      run_identity(x + 15, x + 15, NULL, NULL, message, sizeof message),
+      MAELYS_EXEC_OUTCOME_EXITED);
 }
 
 /* A host process running as 65534 (nobody, which every sandbox was before)
@@ -877,8 +1217,11 @@ int main(void) {
       cmocka_unit_test(test_bwrap_monitor_killed),
       cmocka_unit_test(test_sandbox_init_killed),
       cmocka_unit_test(test_host_killed_during_probe),
+      cmocka_unit_test(test_concurrent_registrations),
       cmocka_unit_test(test_identities_are_distinct),
       cmocka_unit_test(test_identity_not_reused_while_alive),
+      cmocka_unit_test_teardown(test_identity_held_elsewhere_is_refused,
+                                end_holders),
       cmocka_unit_test(test_nobody_cannot_enter),
       cmocka_unit_test(test_fork_bomb_stops_at_ceiling),
       cmocka_unit_test(test_memory_ceiling),

@@ -24,6 +24,8 @@ typedef struct entry {
   bool world;
   unsigned owner;
   const char* socket; /* a socket directly inside, or NULL */
+  unsigned nlink;     /* hard links; 0 means 1 */
+  const char* linked; /* a file with 3 names somewhere below, or NULL */
 } entry_t;
 
 typedef struct fake {
@@ -38,7 +40,7 @@ typedef struct fake {
 } fake_t;
 
 static void fake_add(fake_t* f, const char* path, maelys__bwrap_kind_t kind) {
-  f->entries[f->count++] = (entry_t){path, kind, 0, true, 1000, NULL};
+  f->entries[f->count++] = (entry_t){path, kind, 0, true, 1000, NULL, 0, NULL};
 }
 
 static int fake_open(void* ctx, const char* path,
@@ -55,6 +57,7 @@ static int fake_open(void* ctx, const char* path,
     info->owner = f->entries[i].owner;
     info->group = f->entries[i].owner;
     info->world_accessible = f->entries[i].world;
+    info->nlink = f->entries[i].nlink ? f->entries[i].nlink : 1;
     int fd = 100 + (int)i * 10 + (int)f->opened_count;
     f->opened[f->opened_count++] = fd;
     return fd;
@@ -90,6 +93,16 @@ static int fake_find_socket(void* ctx, int fd, char* name) {
   return 1;
 }
 
+static int fake_find_hard_link(void* ctx, int fd, char* name, uint64_t* nlink) {
+  fake_t* f = ctx;
+  size_t i = (size_t)(fd - 100) / 10;
+  if (fd < 100 || fd >= 900 || i >= f->count || f->entries[i].linked == NULL)
+    return 0;
+  snprintf(name, MAELYS__BWRAP_NAME_MAX, "%s", f->entries[i].linked);
+  *nlink = 3;
+  return 1;
+}
+
 typedef struct fixture {
   fake_t fake;
   maelys__bwrap_resolver_t resolver;
@@ -102,8 +115,9 @@ typedef struct fixture {
 
 static int setup(void** state) {
   fixture_t* t = calloc(1, sizeof *t);
-  t->resolver = (maelys__bwrap_resolver_t){&t->fake, fake_open, fake_create,
-                                           fake_close, fake_find_socket};
+  t->resolver = (maelys__bwrap_resolver_t){
+      &t->fake,   fake_open,        fake_create,
+      fake_close, fake_find_socket, fake_find_hard_link};
   fake_add(&t->fake, "/helper", MAELYS__BWRAP_FILE);
   t->env = (maelys__bwrap_env_t){
       .resolver = &t->resolver,
@@ -341,6 +355,46 @@ static void test_rule_deny_file(void** state) {
   assert_int_equal(t->out.fds[2], -1);
 }
 
+/* A denied file with a second name (a hard link an earlier run planted in
+ * the workspace) is refused at prepare: the overlay would hide only this
+ * name. The message names the path, the link count and why. */
+static void test_reject_deny_file_with_hard_links(void** state) {
+  fixture_t* t = *state;
+  fake_add(&t->fake, "/ws", MAELYS__BWRAP_DIRECTORY);
+  fake_add(&t->fake, "/ws/.env", MAELYS__BWRAP_FILE);
+  t->fake.entries[t->fake.count - 1].nlink = 2;
+  assert_int_equal(maelys_executor_plan_add_rule(
+                       t->plan, "/ws", MAELYS_EXECUTOR_ACCESS_WRITE,
+                       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),
+                   0);
+  assert_int_equal(maelys_executor_plan_add_rule(
+                       t->plan, "/ws/.env", MAELYS_EXECUTOR_ACCESS_DENY,
+                       MAELYS_EXECUTOR_SCOPE_LITERAL_FILE, NULL),
+                   0);
+  expect_error(t, MAELYS_EXECUTOR_ERR_DENIED,
+               "rule deny '/ws/.env' is refused: the file has 2 hard links");
+  assert_non_null(strstr(t->error, "planted by an earlier run"));
+}
+
+/* The same below a denied directory: any file in the tree with a second
+ * name is refused, naming it. */
+static void test_reject_deny_directory_with_hard_links(void** state) {
+  fixture_t* t = *state;
+  fake_add(&t->fake, "/ws", MAELYS__BWRAP_DIRECTORY);
+  fake_add(&t->fake, "/ws/secrets", MAELYS__BWRAP_DIRECTORY);
+  t->fake.entries[t->fake.count - 1].linked = "keys/id";
+  assert_int_equal(maelys_executor_plan_add_rule(
+                       t->plan, "/ws", MAELYS_EXECUTOR_ACCESS_WRITE,
+                       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),
+                   0);
+  assert_int_equal(maelys_executor_plan_add_rule(
+                       t->plan, "/ws/secrets", MAELYS_EXECUTOR_ACCESS_DENY,
+                       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY, NULL),
+                   0);
+  expect_error(t, MAELYS_EXECUTOR_ERR_DENIED,
+               "the file '/ws/secrets/keys/id' below it has 3 hard links");
+}
+
 static void test_rule_deny_absent_uncovered_is_vacuous(void** state) {
   fixture_t* t = *state;
   assert_int_equal(maelys_executor_plan_add_rule(
@@ -393,8 +447,8 @@ static void test_reject_deny_absent_covered(void** state) {
 
 static void test_reject_symlink_source(void** state) {
   fixture_t* t = *state;
-  t->fake.entries[t->fake.count++] =
-      (entry_t){"/lib", MAELYS__BWRAP_DIRECTORY, -ELOOP, true, 0, NULL};
+  t->fake.entries[t->fake.count++] = (entry_t){
+      "/lib", MAELYS__BWRAP_DIRECTORY, -ELOOP, true, 0, NULL, 0, NULL};
   assert_int_equal(maelys_executor_plan_add_bind(t->plan, "/lib", "/lib", 0,
                                                  MAELYS_EXECUTOR_MISSING_FAIL,
                                                  NULL),
@@ -750,6 +804,8 @@ int main(void) {
       T(test_rule_read_write),
       T(test_rule_deny_directory),
       T(test_rule_deny_file),
+      T(test_reject_deny_file_with_hard_links),
+      T(test_reject_deny_directory_with_hard_links),
       T(test_rule_deny_absent_uncovered_is_vacuous),
       T(test_reject_literal_directory),
       T(test_reject_protect_create),

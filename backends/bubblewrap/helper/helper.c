@@ -51,8 +51,10 @@
  * For a host running as uid 0 (never host root inside, invariant 20) it
  * first takes a host identity of the sandbox's own: UID:GID, or one of the
  * range FIRST..FIRST+COUNT-1 that no other process uses (a lock byte per uid
- * in PATH, held while this launcher lives, and the kernel's own count of the
- * uid's processes, which covers sandboxes whose launcher just died). Then,
+ * in PATH, held while this launcher lives; the kernel's own count of the
+ * uid's processes, which covers sandboxes whose launcher just died; and
+ * every process's ids, every user namespace's mapping and the user and
+ * group databases, see identity_conflict). Then,
  * in a private mount namespace, it mounts a small tmpfs on DIR and attaches
  * there, as DIR/INDEX, a clone of each SOURCE idmapped so that the source's
  * owner appears as that identity, after checking that SOURCE, resolved again
@@ -94,6 +96,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <dirent.h>
 #include <grp.h>
 #include <stdint.h>
 #include <time.h>
@@ -574,11 +577,244 @@ static int identity_in_use(uid_t uid, gid_t gid) {
   return WEXITSTATUS(status);
 }
 
+/* Host ids an identity must not take: [first, first + count). */
+typedef struct id_span {
+  unsigned long long first, count;
+} id_span_t;
+
+/* Whether `id` lies in one of the fields after `key` in a /proc status
+ * text ("Uid:\t0\t0\t0\t0"). */
+static bool status_holds(const char* text, const char* key,
+                         unsigned long long id) {
+  const char* line = strstr(text, key);
+  if (line == NULL)
+    return false;
+  const char* p = line + strlen(key);
+  for (;;) {
+    while (*p == ' ' || *p == '\t')
+      p++;
+    if (*p < '0' || *p > '9')
+      return false;
+    char* end;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (v == id)
+      return true;
+    p = end;
+  }
+}
+
+/* Reads a small /proc file of process `pid` into buf; false when the
+ * process is gone (or the file unreadable). */
+static bool read_proc_file(int proc, const char* pid, const char* name,
+                           char* buf, size_t size) {
+  char path[300];
+  snprintf(path, sizeof path, "%.255s/%.32s", pid, name);
+  int fd = openat(proc, path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  size_t n = 0;
+  ssize_t r;
+  while (n + 1 < size && (r = read(fd, buf + n, size - 1 - n)) != 0) {
+    if (r < 0) {
+      if (errno == EINTR)
+        continue;
+      break;
+    }
+    n += (size_t)r;
+  }
+  close(fd);
+  buf[n] = '\0';
+  return n > 0;
+}
+
+/* The span of a uid_map or gid_map line ("inside outside count") whose
+ * outside range holds `id`; false when none does. The outside ids are read
+ * in this process's user namespace, the host's. */
+static bool map_holds(const char* text, unsigned long long id, id_span_t* out) {
+  for (const char* line = text; line != NULL && *line != '\0';) {
+    unsigned long long inside, outside, count;
+    if (sscanf(line, "%llu %llu %llu", &inside, &outside, &count) == 3 &&
+        id >= outside && id - outside < count) {
+      out->first = outside;
+      out->count = count;
+      return true;
+    }
+    line = strchr(line, '\n');
+    if (line != NULL)
+      line++;
+  }
+  return false;
+}
+
+/*
+ * Whether the NSS database `db` ("passwd" or "group") has an entry for `id`:
+ * 1, 0, or a negative errno. Asked through getent(1), not getpwuid_r():
+ * this helper is linked statically, and glibc then loads the NSS modules
+ * (systemd's, sss's) into a static process, where they crash (seen:
+ * _nss_systemd_is_blocked, SIGSEGV). getent is a root-owned system program,
+ * checked like bwrap and run from that descriptor, with an empty
+ * environment and its output discarded (this process's stderr is the status
+ * channel).
+ */
+static int nss_knows(const char* db, unsigned long long id) {
+  static const char* const places[] = {"/usr/bin/getent", "/bin/getent"};
+  int fd = -1;
+  for (size_t i = 0; i < 2 && fd < 0; i++)
+    fd = maelys__executor_open_nofollow(places[i]);
+  if (fd < 0)
+    return fd;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
+      (st.st_mode & 022) != 0) {
+    close(fd);
+    return -EPERM;
+  }
+  char key[32];
+  snprintf(key, sizeof key, "%llu", id);
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+      _exit(126);
+    char* args[] = {(char*)"getent", (char*)db, key, NULL};
+    char* empty[] = {NULL};
+    syscall(SYS_execveat, fd, "", args, empty, AT_EMPTY_PATH);
+    _exit(127);
+  }
+  close(fd);
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR)
+      return -errno;
+  /* getent: 0 found, 2 no such key; anything else is no answer. */
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return 1;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 2)
+    return 0;
+  return -EIO;
+}
+
+/*
+ * Whether a host process, a user namespace or the user database already has
+ * uid or gid (invariant 20). The kernel's count of a uid's processes (see
+ * identity_in_use) is kept per user namespace *owner*: a process that runs
+ * as host uid X inside a user namespace root created (as container managers
+ * do, with a mapping /etc/subuid does not list) is charged to root, not to
+ * X, and that probe misses it. So every process the host's /proc shows is
+ * read too:
+ *   - its Uid and Gid lines (real, effective, saved and filesystem ids) and
+ *     its supplementary groups;
+ *   - the uid_map and gid_map of its user namespace, when that is not this
+ *     process's own (whose map is the identity): a mapped range covers host
+ *     ids some process of that namespace can take at any time, even if none
+ *     runs as them yet;
+ * and the user and group databases (NSS, see nss_knows), which name ids no
+ * process holds yet. Returns 1 with `why` (and, in *span, the host ids known to
+ * be taken along with it) when the identity is not free, 0 when it is, or a
+ * negative errno.
+ */
+static int identity_conflict(uid_t uid, gid_t gid, char* why, size_t size,
+                             id_span_t* span) {
+  span->first = uid;
+  span->count = 1;
+  struct stat self_ns;
+  bool know_self = stat("/proc/self/ns/user", &self_ns) == 0;
+  int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (proc < 0)
+    return -errno;
+  DIR* d = fdopendir(proc);
+  if (d == NULL) {
+    int e = errno;
+    close(proc);
+    return -e;
+  }
+  /* The user namespaces whose maps were read already. */
+  uint64_t seen[256];
+  size_t seen_count = 0;
+  int found = 0;
+  static char text[16384];
+  struct dirent* e;
+  while (found == 0 && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    const char* pid = e->d_name;
+    if (read_proc_file(proc, pid, "status", text, sizeof text)) {
+      bool by_uid = status_holds(text, "\nUid:", uid);
+      if (by_uid || status_holds(text, "\nGid:", gid) ||
+          status_holds(text, "\nGroups:", gid)) {
+        snprintf(why, size, "process %s has %s %u", pid, by_uid ? "uid" : "gid",
+                 by_uid ? (unsigned)uid : (unsigned)gid);
+        found = 1;
+        break;
+      }
+    }
+    char path[300];
+    struct stat ns;
+    snprintf(path, sizeof path, "%.255s/ns/user", pid);
+    if (fstatat(proc, path, &ns, 0) == 0) {
+      if (know_self && ns.st_dev == self_ns.st_dev &&
+          ns.st_ino == self_ns.st_ino)
+        continue;
+      bool again = false;
+      for (size_t k = 0; k < seen_count && !again; k++)
+        again = seen[k] == (uint64_t)ns.st_ino;
+      if (again)
+        continue;
+      if (seen_count < sizeof seen / sizeof seen[0])
+        seen[seen_count++] = (uint64_t)ns.st_ino;
+    }
+    static const char* const maps[] = {"uid_map", "gid_map"};
+    for (int m = 0; m < 2 && found == 0; m++) {
+      unsigned long long id = m == 0 ? uid : gid;
+      id_span_t hit;
+      if (!read_proc_file(proc, pid, maps[m], text, sizeof text) ||
+          !map_holds(text, id, &hit))
+        continue;
+      /* The whole id space mapped onto itself is this namespace's own map
+       * (read where the namespace could not be compared). */
+      if (hit.first == 0 && hit.count == 4294967295ULL)
+        continue;
+      snprintf(why, size,
+               "the user namespace of process %s maps host %ss %llu-%llu", pid,
+               m == 0 ? "uid" : "gid", hit.first, hit.first + hit.count - 1);
+      if (m == 0)
+        *span = hit;
+      found = 1;
+    }
+  }
+  closedir(d);
+  if (found)
+    return 1;
+  /* The user and group databases: an id that names a user or a group is
+   * someone's, whether or not a process has it now. */
+  int known = nss_knows("passwd", uid);
+  if (known == 1)
+    snprintf(why, size, "uid %u names a user in the user database",
+             (unsigned)uid);
+  if (known == 0) {
+    known = nss_knows("group", gid);
+    if (known == 1)
+      snprintf(why, size, "gid %u names a group in the group database",
+               (unsigned)gid);
+  }
+  return known;
+}
+
 /* Takes a host identity no other process holds: the lock byte of each uid
  * (offset uid in the lock file, an OFD lock held by this process until it
- * exits), then the kernel's count of the uid's processes. */
-static int take_identity(int lock_fd, unsigned long long first,
-                         unsigned long long count, uid_t* uid, gid_t* gid) {
+ * exits), then the kernel's count of the uid's processes, then every process,
+ * user namespace and database entry (identity_conflict). The uid and gid
+ * of candidate k are uid_first + k and gid_first + k. Ids found taken in a
+ * span (a mapped range) are skipped without another scan; `why` says why
+ * the last one was refused. */
+static int take_identity(int lock_fd, unsigned long long uid_first,
+                         unsigned long long gid_first, unsigned long long count,
+                         uid_t* uid, gid_t* gid, char* why, size_t why_size) {
   unsigned long long start = 0;
   if (count > 1) {
     unsigned int seed = 0;
@@ -586,8 +822,17 @@ static int take_identity(int lock_fd, unsigned long long first,
       seed = (unsigned)getpid() ^ (unsigned)time(NULL);
     start = seed % count;
   }
+  snprintf(why, why_size, "another launcher holds it");
+  id_span_t taken[64];
+  size_t taken_count = 0;
   for (unsigned long long k = 0; k < count; k++) {
-    unsigned long long id = first + (start + k) % count;
+    unsigned long long off = (start + k) % count;
+    unsigned long long id = uid_first + off;
+    bool known = false;
+    for (size_t t = 0; t < taken_count && !known; t++)
+      known = id >= taken[t].first && id - taken[t].first < taken[t].count;
+    if (known)
+      continue;
     struct flock lock = {.l_type = F_WRLCK,
                          .l_whence = SEEK_SET,
                          .l_start = (off_t)id,
@@ -597,16 +842,24 @@ static int take_identity(int lock_fd, unsigned long long first,
         continue; /* another launcher holds it */
       return -errno;
     }
-    int used = identity_in_use((uid_t)id, (gid_t)id);
+    int used = identity_in_use((uid_t)id, (gid_t)(gid_first + off));
+    if (used == 1)
+      snprintf(why, why_size, "a process of uid %llu runs", id);
+    id_span_t span = {id, 1};
+    if (used == 0)
+      used = identity_conflict((uid_t)id, (gid_t)(gid_first + off), why,
+                               why_size, &span);
     if (used == 0) {
       *uid = (uid_t)id;
-      *gid = (gid_t)id;
+      *gid = (gid_t)(gid_first + off);
       return 0;
     }
     lock.l_type = F_UNLCK;
     fcntl(lock_fd, F_OFD_SETLK, &lock);
     if (used < 0)
       return used;
+    if (span.count > 1 && taken_count < sizeof taken / sizeof taken[0])
+      taken[taken_count++] = span;
   }
   return -EBUSY;
 }
@@ -903,16 +1156,17 @@ static int launch_main(int argc, char** argv) {
         (lst.st_mode & 022) != 0)
       return launch_fail("the identity lock is not a root-owned file",
                          lock_path, EPERM);
-    int r = take_identity(lock_fd, id_a, fixed ? 1 : id_b, &uid, &gid);
+    char why[512], what[600];
+    int r = take_identity(lock_fd, id_a, fixed ? id_b : id_a, fixed ? 1 : id_b,
+                          &uid, &gid, why, sizeof why);
+    snprintf(what, sizeof what, fixed ? "%s" : "(the last one refused: %s)",
+             why);
     if (r == -EBUSY)
-      return launch_fail(fixed ? "the requested identity is in use by "
-                                 "another process:"
-                               : "every identity of the range is in use:",
-                         argv[0], EBUSY);
+      return launch_fail(fixed ? "the requested identity is in use:"
+                               : "every identity of the range is in use",
+                         what, EBUSY);
     if (r != 0)
       return launch_fail("take a host identity", NULL, -r);
-    if (fixed)
-      gid = (gid_t)id_b;
     /* lock_fd stays open, and locked, until this process exits. */
     fprintf(stderr, "maelys-launch identity %u %u\n", (unsigned)uid,
             (unsigned)gid);

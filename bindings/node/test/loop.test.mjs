@@ -1,0 +1,71 @@
+// Executions are handles on Node's own loop: starting and stopping 100
+// sandboxes never blocks it for long. A JavaScript timer keeps firing
+// throughout; the longest gap between two of its ticks is measured.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { Executor, Plan, marker, needBubblewrap, sandboxPlan, waitGone } from './support/helpers.mjs';
+
+const COUNT = 100;
+const TICK_MS = 2;
+// Bounds far above what is measured on 2 busy cores (a gap of ~50 ms, a
+// spawn call of ~10 ms), and far below a loop that waited for its
+// sandboxes (100 of them take ~0.3 s to start).
+const MAX_GAP_MS = 400;
+const MAX_SPAWN_CALL_MS = 200;
+
+test(`${COUNT} sandboxes start and stop while a timer keeps firing`, async (t) => {
+  if (!needBubblewrap(t)) return;
+  const token = marker('loop');
+  const ex = new Executor({ backends: ['bubblewrap'] });
+  const plan = new Plan(sandboxPlan());
+  const request = {
+    executable: '/bin/sh',
+    argv: ['sh', '-c', 'sleep 60', token],
+    backend: 'bubblewrap',
+    io: 'isolated-duplex',
+    graceMs: 2000,
+  };
+
+  let last = performance.now();
+  let maxGap = 0;
+  let ticks = 0;
+  const timer = setInterval(() => {
+    const now = performance.now();
+    maxGap = Math.max(maxGap, now - last);
+    last = now;
+    ticks++;
+  }, TICK_MS);
+
+  const started = performance.now();
+  const executions = [];
+  let maxSpawnCall = 0;
+  for (let i = 0; i < COUNT; i++) {
+    const before = performance.now();
+    executions.push(await ex.spawn(plan, request));
+    maxSpawnCall = Math.max(maxSpawnCall, performance.now() - before);
+    // Back to the loop between launches, as a host serving requests is.
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  const spawned = performance.now();
+  const stops = await Promise.all(executions.map((e) => e.stop()));
+  const stopped = performance.now();
+  const results = await Promise.all(executions.map((e) => e.wait()));
+  clearInterval(timer);
+  for (const e of executions) {
+    e.protocol.destroy();
+    e.release();
+  }
+  ex.close();
+
+  t.diagnostic(`start ${COUNT}: ${(spawned - started).toFixed(0)} ms; stop all: ` +
+    `${(stopped - spawned).toFixed(0)} ms; longest timer gap ${maxGap.toFixed(1)} ms ` +
+    `over ${ticks} ticks; longest spawn call ${maxSpawnCall.toFixed(1)} ms`);
+  assert.deepEqual([...new Set(stops)], ['graceful']);
+  assert.ok(results.every((r) => r.signal === 'SIGTERM' && r.stopStage === 'graceful'));
+  assert.ok(maxGap < MAX_GAP_MS, `the loop stalled for ${maxGap.toFixed(1)} ms`);
+  assert.ok(maxSpawnCall < MAX_SPAWN_CALL_MS, `a spawn call took ${maxSpawnCall.toFixed(1)} ms`);
+  assert.ok(ticks >= (stopped - started) / (TICK_MS * 25), `only ${ticks} ticks`);
+  assert.deepEqual(await waitGone(token), [], 'nothing is left running');
+});
