@@ -8,7 +8,8 @@
  * (--args), the BPF in another (--seccomp), and a status channel for the
  * launcher's, bwrap's and the sandbox's reports.
  *
- * Options: "bwrap" (path or name searched on PATH; default "bwrap"),
+ * Options: "bwrap" (an absolute path, or a name searched in the system's
+ * directories, never $PATH; default "bwrap"),
  * "helper" (path of maelys-executor-helper; default the installed one),
  * "staging_dir" (host uid 0 only; default /run/maelys-executor) and
  * "identity_range" (host uid 0 only: FIRST:COUNT, the host uids and gids
@@ -308,12 +309,19 @@ static const maelys__bwrap_resolver_t real_resolver = {
 
 /* -------------------------------------------------------------- state */
 
+/* The directories a bare program name is looked up in: the system's, never
+ * the environment's PATH. A directory on a user's PATH may be one a sandbox
+ * wrote (as root, the payload's files land root-owned in an idmapped
+ * workspace, so ownership checks cannot tell): the adversarial review
+ * planted a `bwrap` that way, and the next run executed it outside any
+ * sandbox. A host that wants another bwrap names it by its absolute path in
+ * the "bwrap" option. */
+#define SYSTEM_PROGRAM_PATH "/usr/bin:/bin:/usr/sbin:/sbin:/usr/local/bin"
+
 static char* find_on_path(const char* name) {
   if (name[0] == '/')
     return access(name, X_OK) == 0 ? strdup(name) : NULL;
-  const char* path = getenv("PATH");
-  if (path == NULL || path[0] == '\0')
-    path = "/usr/local/bin:/usr/bin:/bin";
+  const char* path = SYSTEM_PROGRAM_PATH;
   char* copy = strdup(path);
   if (copy == NULL)
     return NULL;
@@ -529,8 +537,11 @@ bwrap_create(const maelys_backend_options_t* options, void** out_state,
   if (found == NULL)
     st->bwrap_missing = maelys_backend_asprintf(
         "bwrap was not found (%s%s): install bubblewrap (Debian: apt-get "
-        "install bubblewrap) or set the backend's 'bwrap' option",
-        bwrap[0] == '/' ? "not executable: " : "searched PATH for ", bwrap);
+        "install bubblewrap) or set the backend's 'bwrap' option to its "
+        "absolute path",
+        bwrap[0] == '/' ? "not executable: "
+                        : "searched " SYSTEM_PROGRAM_PATH " for ",
+        bwrap);
   else
     open_program("bwrap", found, st->host_root, &st->bwrap);
   free(found);

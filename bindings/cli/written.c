@@ -193,13 +193,31 @@ int warden_written_check(const char* option, const char* path, const char* what,
                               (long long)json_integer_value(born));
     if (!in)
       continue;
+    /* A kept path counts only while it is still the very directory that
+     * was kept: the payload cannot write below a read-only mount, but it
+     * can rename the mount point's parent away and build the same names
+     * anew (the adversarial review did). Old records (a bare name) are
+     * not trusted. */
     bool kept = false;
     size_t k;
     json_t* ro;
     json_array_foreach(json_object_get(e, "readonly"), k, ro) {
-      const char* r = json_string_value(ro);
-      if (r != NULL && within(path, r))
+      const char* r = json_string_value(json_object_get(ro, "path"));
+      json_t* rdev = json_object_get(ro, "dev");
+      json_t* rino = json_object_get(ro, "ino");
+      json_t* rborn = json_object_get(ro, "born");
+      struct stat rs;
+      int rfd = r != NULL && within(path, r) && json_is_integer(rdev) &&
+                        json_is_integer(rino) && json_is_integer(rborn)
+                    ? open(r, O_PATH | O_NOFOLLOW | O_CLOEXEC)
+                    : -1;
+      if (rfd >= 0 && fstat(rfd, &rs) == 0 &&
+          same(&rs, rfd, (dev_t)json_integer_value(rdev),
+               (ino_t)json_integer_value(rino),
+               (long long)json_integer_value(rborn)))
         kept = true;
+      if (rfd >= 0)
+        close(rfd);
     }
     if (kept)
       continue;
@@ -264,9 +282,18 @@ int warden_written_record(const maelys_executor_plan_t* plan,
         json_object_set_new(entry, "born", json_integer((json_int_t)born));
     }
     json_t* ro = json_array();
-    for (size_t k = 0; k < nread; k++)
-      if (strcmp(readable[k], w) != 0 && within(readable[k], w))
-        json_array_append_new(ro, json_string(readable[k]));
+    for (size_t k = 0; k < nread; k++) {
+      struct stat rs;
+      long long rborn;
+      if (strcmp(readable[k], w) == 0 || !within(readable[k], w) ||
+          lstat(readable[k], &rs) != 0 ||
+          (rborn = birth(AT_FDCWD, readable[k], 0)) < 0)
+        continue; /* kept by no identity: never trusted later */
+      json_array_append_new(
+          ro, json_pack("{s:s, s:I, s:I, s:I}", "path", readable[k], "dev",
+                        (json_int_t)rs.st_dev, "ino", (json_int_t)rs.st_ino,
+                        "born", (json_int_t)rborn));
+    }
     json_object_set_new(entry, "readonly", ro);
     bool seen = false;
     size_t j;

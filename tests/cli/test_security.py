@@ -188,6 +188,46 @@ class Security(WardenCase):
                         env=self.env(MAELYS_CLI_FORMAT="json"))
         self.failure(p, "ACCESS_DENIED")
 
+    def test_kept_read_only_path_renamed_away(self):
+        """A kept read-only directory exempts files only while it is the
+        directory that was kept: renaming its parent away and building the
+        same names anew (the payload cannot write below the read-only mount,
+        but it can move it) does not carry the exemption."""
+        plans = os.path.join(self.ws, "conf", "plans")
+        os.makedirs(plans)
+        p = self.warden("plan", "--ro", "--format", "json", cwd=self.tmp,
+                        check=0)
+        plan = self.envelope(p.stdout)["data"]["plan"]
+        plan.pop("digest", None)
+        self.warden("run", "--rw", "--allow-read", plans, "--", "/bin/sh",
+                    "-c", 'mv conf conf.old && mkdir -p conf/plans && '
+                    'printf %s "$1" > conf/plans/plan.json', "sh",
+                    json.dumps(plan), check=0)
+        planted = os.path.join(plans, "plan.json")
+        self.assertTrue(os.path.exists(planted))
+        os.chmod(planted, 0o600)
+        p = self.warden("plan", "--plan", planted, cwd=self.tmp,
+                        env=self.env(MAELYS_CLI_FORMAT="json"))
+        e = self.failure(p, "ACCESS_DENIED")
+        self.assertIn("earlier sandbox could write", e["message"])
+
+    def test_bwrap_never_from_path(self):
+        """A `bwrap` on the caller's PATH (a directory a sandbox may have
+        written) is never executed: the backend looks in the system's
+        directories only."""
+        fake_dir = os.path.join(self.tmp, "fake-bin")
+        os.makedirs(fake_dir, exist_ok=True)
+        marker = os.path.join(self.tmp, "fake-bwrap-ran")
+        fake = os.path.join(fake_dir, "bwrap")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\ntouch %s\nexec /usr/bin/bwrap \"$@\"\n"
+                    % marker)
+        os.chmod(fake, 0o755)
+        self.warden("run", "--ro", "--allow-read", ARGS.fixture, "--",
+                    ARGS.fixture, "exit", "0",
+                    env=self.env(PATH=fake_dir + ":/usr/bin:/bin"), check=0)
+        self.assertFalse(os.path.exists(marker))
+
     def test_plan_file_owner_and_mode(self):
         path = os.path.join(self.tmp, "plan-mode.json")
         with open(path, "w") as f:
