@@ -731,6 +731,12 @@ static int relay_end_splice(relay_t* r, int fd) {
       return -1;
     }
   }
+  if (e->pollable && fd > 2)
+    /* The payload's own pipe (ours; the operator's are left as they are)
+     * holds as much as the copy queued at most (RELAY_HIGH_WATER): fewer,
+     * larger splices and fewer wake-ups of the payload. Kept at the
+     * default when the kernel refuses (the per-user pipe budget). */
+    (void)fcntl(fd, F_SETPIPE_SZ, RELAY_HIGH_WATER);
   return (int)r->end_count++;
 }
 
