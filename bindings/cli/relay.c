@@ -23,7 +23,9 @@
  * here at all; the kernel's pipe buffers are the bound and the backpressure
  * (a full destination pipe stops the splicing until it is writable). Never
  * towards a terminal, and never in a terminal session (session.c builds its
- * own relay): those bytes go through the filters above.
+ * own relay): those bytes go through the filters above. A regular file end
+ * cannot be polled and is spliced on the loop's thread (page-cache speed,
+ * where the copy used the thread pool): the wait is then on the pipe end.
  */
 #include <errno.h>
 #include <fcntl.h>
