@@ -15,12 +15,26 @@
  * 16), however fast one side and slow the other. Regular files and
  * character devices (/dev/null), which cannot be polled, are read and
  * written through libuv's file operations, one chunk at a time.
+ *
+ * Plain stdio (relay_start_stdio) between pipes and regular files, where no
+ * byte is transformed, is moved by splice(2) instead: the payload's pipe
+ * straight into our stdout's pipe or file, our stdin's pipe or file into the
+ * payload's stdin pipe. No byte enters this process, so nothing is queued
+ * here at all; the kernel's pipe buffers are the bound and the backpressure
+ * (a full destination pipe stops the splicing until it is writable). Never
+ * towards a terminal, and never in a terminal session (session.c builds its
+ * own relay): those bytes go through the filters above. A regular file end
+ * cannot be polled and is spliced on the loop's thread (page-cache speed,
+ * where the copy used the thread pool): the wait is then on the pipe end.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "term-filter.h"
@@ -29,10 +43,16 @@
 #define RELAY_CHUNK (64 * 1024)
 #define RELAY_HIGH_WATER (1024 * 1024)
 #define RELAY_LOW_WATER (256 * 1024)
-#define RELAY_ENDS 6
+/* six for plain stdio, two more should a splice end be undone */
+#define RELAY_ENDS 8
 #define RELAY_DIRECTIONS 4
 
-typedef enum end_kind { END_NONE, END_STREAM, END_FILE } end_kind_t;
+typedef enum end_kind {
+  END_NONE,
+  END_STREAM,
+  END_FILE,
+  END_SPLICE /* a pipe (polled) or a regular file, moved by splice(2) */
+} end_kind_t;
 
 typedef struct end {
   end_kind_t kind;
@@ -43,7 +63,9 @@ typedef struct end {
     uv_pipe_t pipe;
     uv_tty_t tty;
     uv_tcp_t tcp;
+    uv_poll_t poll; /* END_SPLICE, a pipe */
   } h;
+  bool pollable; /* END_SPLICE: a pipe, not a regular file */
   uv_stream_t* stream;
   bool closed;
 } end_t;
@@ -60,6 +82,7 @@ typedef struct direction {
   bool finished;
   bool failed;
   size_t pending;
+  bool copy; /* END_SPLICE ends that refused splice: read and write */
   /* inert: the start of a UTF-8 sequence split across reads (make_inert). */
   unsigned char pending_utf8[4];
   unsigned char have, need;
@@ -97,6 +120,7 @@ struct relay {
   bool closing;
   chunk_t* pool;
   size_t pooled;
+  uint64_t spliced; /* bytes moved by splice(2) */
 };
 
 /*
@@ -257,6 +281,13 @@ static void close_end(end_t* e) {
     if (e->saved_flags >= 0)
       fcntl(e->fd, F_SETFL, e->saved_flags);
     uv_close((uv_handle_t*)e->stream, NULL);
+  } else if (e->kind == END_SPLICE) {
+    if (e->saved_flags >= 0)
+      fcntl(e->fd, F_SETFL, e->saved_flags);
+    if (e->pollable)
+      uv_close((uv_handle_t*)&e->h.poll, NULL); /* stops polling first */
+    if (e->fd > 2)
+      close(e->fd);
   } else if (e->kind == END_FILE) {
     close(e->fd);
   }
@@ -521,7 +552,205 @@ static void on_file_read(uv_fs_t* req) {
   deliver(d, d->file_buf, (size_t)n, NULL);
 }
 
+/* ------------------------------------------------------------- splice */
+
+#define SPLICE_MAX (1 << 20)
+/* Bytes one direction moves per turn of the loop before it lets the other
+ * directions and the execution's events have theirs. */
+#define SPLICE_TURN (8u << 20)
+
+static void splice_pump(direction_t* d);
+
+static void on_splice_poll(uv_poll_t* h, int status, int events) {
+  (void)status; /* an error on the descriptor shows in the next splice */
+  (void)events;
+  splice_pump(h->data);
+}
+
+static void splice_stop(direction_t* d) {
+  end_t* ends[2] = {d->src, d->dst};
+  for (int i = 0; i < 2; i++)
+    if (ends[i]->kind == END_SPLICE && ends[i]->pollable && !ends[i]->closed)
+      uv_poll_stop(&ends[i]->h.poll);
+  d->reading = false;
+}
+
+/* Waits until the source is readable (for_dst false) or the destination
+ * writable. A regular file cannot be polled, and never has to be: it is
+ * always ready, so the wait is on the other end, which is a pipe. */
+static void splice_wait(direction_t* d, bool for_dst) {
+  end_t* on = for_dst ? d->dst : d->src;
+  end_t* off = for_dst ? d->src : d->dst;
+  if (!on->pollable) {
+    on = off;
+    off = for_dst ? d->dst : d->src;
+    for_dst = !for_dst;
+  }
+  if (off->pollable && !off->closed)
+    uv_poll_stop(&off->h.poll);
+  on->h.poll.data = d;
+  if (uv_poll_start(&on->h.poll, for_dst ? UV_WRITABLE : UV_READABLE,
+                    on_splice_poll) == 0)
+    d->reading = true;
+}
+
+/* The destination refused a write: as on_stream_written does. */
+static void splice_failed(direction_t* d) {
+  splice_stop(d);
+  d->failed = true;
+  d->pending = 0;
+  if (d->options.output)
+    close_end(d->src); /* the payload's next write fails (EPIPE) */
+  dir_finish(d);
+}
+
+static void splice_eof(direction_t* d) {
+  splice_stop(d);
+  d->src_eof = true;
+  d->pending = 0;
+  dir_finish(d);
+}
+
+/* One read and write of the copy a descriptor that refused splice falls
+ * back to (a destination opened with O_APPEND answers EINVAL): 1 when it
+ * moved bytes, 0 when it waits or finished. */
+static int splice_copy_step(direction_t* d, size_t* moved) {
+  if (d->file_off == d->file_len) {
+    ssize_t n = read(d->src->fd, d->file_buf, RELAY_CHUNK);
+    if (n < 0 && errno == EINTR)
+      return 1;
+    if (n < 0 && errno == EAGAIN) {
+      splice_wait(d, false);
+      return 0;
+    }
+    if (n <= 0) { /* an error ends the direction as end-of-file does */
+      splice_eof(d);
+      return 0;
+    }
+    d->file_len = (size_t)n;
+    d->file_off = 0;
+  }
+  ssize_t w =
+      write(d->dst->fd, d->file_buf + d->file_off, d->file_len - d->file_off);
+  if (w < 0 && errno == EINTR)
+    return 1;
+  if (w < 0 && errno == EAGAIN) {
+    d->pending = d->file_len - d->file_off;
+    splice_wait(d, true);
+    return 0;
+  }
+  if (w <= 0) {
+    splice_failed(d);
+    return 0;
+  }
+  d->file_off += (size_t)w;
+  d->pending = d->file_len - d->file_off;
+  *moved += (size_t)w;
+  return 1;
+}
+
+static void splice_pump(direction_t* d) {
+  d->paused = false;
+  if (d->finished || d->failed || d->held || d->relay->closing) {
+    splice_stop(d);
+    return;
+  }
+  size_t moved = 0;
+  while (moved < SPLICE_TURN) {
+    if (d->copy) {
+      if (splice_copy_step(d, &moved) == 0)
+        return;
+      continue;
+    }
+    ssize_t n = splice(d->src->fd, NULL, d->dst->fd, NULL, SPLICE_MAX,
+                       SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n > 0) {
+      moved += (size_t)n;
+      d->relay->spliced += (uint64_t)n;
+      continue;
+    }
+    if (n == 0) {
+      splice_eof(d);
+      return;
+    }
+    if (errno == EINTR)
+      continue;
+    if (errno == EINVAL) {
+      /* Nothing was moved by the failed call: copy from here on. */
+      d->copy = true;
+      continue;
+    }
+    if (errno == EAGAIN) {
+      /* Either the source is empty or the destination full (both pipes
+       * non-blocking): which one, the source's queued byte count tells. A
+       * byte arriving in between only costs one more turn. */
+      int queued = 0;
+      bool dst_full = !d->src->pollable ||
+                      (ioctl(d->src->fd, FIONREAD, &queued) == 0 && queued > 0);
+      splice_wait(d, dst_full);
+      return;
+    }
+    splice_failed(d); /* EPIPE: our reader is gone; or a file's error */
+    return;
+  }
+  /* This turn's share is spent: come back when the loop has turned. */
+  splice_wait(d, false);
+}
+
+/* Whether `from` and `to` can be relayed by splice(2): pipes or regular
+ * files, at least one of them a pipe (what splice needs). A terminal, a
+ * socket or a character device is relayed as before. */
+static bool splice_pair(int from, int to) {
+  struct stat a, b;
+  if (fstat(from, &a) != 0 || fstat(to, &b) != 0)
+    return false;
+  bool ok_a = S_ISFIFO(a.st_mode) || S_ISREG(a.st_mode);
+  bool ok_b = S_ISFIFO(b.st_mode) || S_ISREG(b.st_mode);
+  return ok_a && ok_b && (S_ISFIFO(a.st_mode) || S_ISFIFO(b.st_mode));
+}
+
+/* An end for splice(2) on `fd` (see splice_pair); -1 on failure. */
+static int relay_end_splice(relay_t* r, int fd) {
+  if (r->end_count >= RELAY_ENDS)
+    return -1;
+  end_t* e = &r->ends[r->end_count];
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    return -1;
+  *e = (end_t){.kind = END_SPLICE, .fd = fd, .saved_flags = -1};
+  e->pollable = S_ISFIFO(st.st_mode);
+  if (e->pollable) {
+    /* Non-blocking, as libuv makes the pipes it opens: a full destination
+     * or an empty source answers EAGAIN instead of stalling the loop. The
+     * flags are put back at the end (a shared pipe outlives us). */
+    e->saved_flags = fcntl(fd, F_GETFL);
+    if (e->saved_flags < 0 ||
+        fcntl(fd, F_SETFL, e->saved_flags | O_NONBLOCK) != 0 ||
+        uv_poll_init(r->loop, &e->h.poll, fd) != 0) {
+      if (e->saved_flags >= 0)
+        fcntl(fd, F_SETFL, e->saved_flags);
+      *e = (end_t){0};
+      return -1;
+    }
+  }
+  if (e->pollable && fd > 2)
+    /* The payload's own pipe (ours; the operator's are left as they are)
+     * holds as much as the copy queued at most (RELAY_HIGH_WATER): fewer,
+     * larger splices and fewer wake-ups of the payload. Kept at the
+     * default when the kernel refuses (the per-user pipe budget). */
+    (void)fcntl(fd, F_SETPIPE_SZ, RELAY_HIGH_WATER);
+  return (int)r->end_count++;
+}
+
+uint64_t relay_spliced_bytes(const relay_t* r) {
+  return r->spliced;
+}
+
 static void dir_pump(direction_t* d) {
+  if (d->src->kind == END_SPLICE) {
+    splice_pump(d);
+    return;
+  }
   d->paused = false;
   if (d->src_eof || d->failed || d->reading || d->held || d->relay->closing)
     return;
@@ -593,7 +822,8 @@ int relay_direction(relay_t* r, int src, int dst,
   if (options != NULL)
     d->options = *options;
   d->held = d->options.start_held;
-  if (d->src->kind == END_FILE || d->dst->kind == END_FILE) {
+  if (d->src->kind == END_FILE || d->dst->kind == END_FILE ||
+      d->src->kind == END_SPLICE) {
     d->file_buf = malloc(RELAY_CHUNK);
     if (d->file_buf == NULL)
       return -1;
@@ -609,6 +839,10 @@ int relay_direction(relay_t* r, int src, int dst,
 void relay_hold(relay_t* r, int dir, bool held) {
   direction_t* d = &r->dirs[dir];
   d->held = held;
+  if (held && d->src->kind == END_SPLICE) {
+    splice_stop(d);
+    return;
+  }
   if (held) {
     if (d->reading && d->src->kind == END_STREAM)
       uv_read_stop(d->src->stream);
@@ -666,28 +900,48 @@ relay_t* relay_start(uv_loop_t* loop, uv_stream_t* socket, bool raw_output) {
   return r;
 }
 
+/* The direction from descriptor `from` to `to`: by splice(2) when nothing
+ * is transformed and both allow it, else through the ends above. */
+static void stdio_direction(relay_t* r, int from, int to,
+                            relay_direction_options_t* o) {
+  int src = -1, dst = -1;
+  if (o->transform == RELAY_AS_IS && splice_pair(from, to)) {
+    src = relay_end_splice(r, from);
+    dst = src < 0 ? -1 : relay_end_splice(r, to);
+    if (src >= 0 && dst < 0) {
+      /* Undone (its slot stays spent, the descriptor open): the pair is
+       * opened the usual way below. */
+      end_t* e = &r->ends[src];
+      if (e->saved_flags >= 0)
+        fcntl(e->fd, F_SETFL, e->saved_flags);
+      if (e->pollable)
+        uv_close((uv_handle_t*)&e->h.poll, NULL);
+      e->kind = END_NONE;
+      e->closed = true;
+      src = -1;
+    }
+  }
+  if (src < 0) {
+    src = relay_end_fd(r, from);
+    dst = relay_end_fd(r, to);
+  }
+  relay_direction(r, src, dst, o);
+}
+
 relay_t* relay_start_stdio(uv_loop_t* loop, int stdin_fd, int stdout_fd,
                            int stderr_fd, bool raw_output) {
   relay_t* r = relay_new(loop);
   if (r == NULL)
     return NULL;
-  int out = relay_end_fd(r, 1);
-  int err = relay_end_fd(r, 2);
-  int pout = relay_end_fd(r, stdout_fd);
-  int perr = relay_end_fd(r, stderr_fd);
   relay_direction_options_t o = {.output = true, .at_end = RELAY_END_CLOSE};
-  o.transform =
-      !raw_output && relay_end_is_terminal(r, out) ? RELAY_INERT : RELAY_AS_IS;
-  relay_direction(r, pout, out, &o);
-  o.transform =
-      !raw_output && relay_end_is_terminal(r, err) ? RELAY_INERT : RELAY_AS_IS;
-  relay_direction(r, perr, err, &o);
+  o.transform = !raw_output && isatty(1) ? RELAY_INERT : RELAY_AS_IS;
+  stdio_direction(r, stdout_fd, 1, &o);
+  o.transform = !raw_output && isatty(2) ? RELAY_INERT : RELAY_AS_IS;
+  stdio_direction(r, stderr_fd, 2, &o);
   if (stdin_fd >= 0) {
     /* Half-close: our stdin's end-of-file closes the payload's stdin. */
-    int in = relay_end_fd(r, 0);
-    int pin = relay_end_fd(r, stdin_fd);
     relay_direction_options_t i = {.at_end = RELAY_END_CLOSE};
-    relay_direction(r, in, pin, &i);
+    stdio_direction(r, 0, stdin_fd, &i);
   }
   return r;
 }

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -1152,8 +1153,11 @@ int warden_run(const invocation_t* inv) {
   warden_registry_remove(inv, st.execution);
   warden_chain_close(l.ex, l.chain, l.receipts);
   fflush(stdout);
-  if (st.relay != NULL)
+  if (st.relay != NULL) {
+    trace(&say, "relay: %" PRIu64 " bytes spliced, peak %zu bytes queued",
+          relay_spliced_bytes(st.relay), relay_peak_queued(st.relay));
     relay_close(st.relay);
+  }
   maelys_execution_release(st.execution);
   for (int i = 0; i < 3; i++)
     uv_close((uv_handle_t*)&st.signals[i], NULL);

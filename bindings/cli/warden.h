@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 
 #include "cli.h"
@@ -156,6 +157,9 @@ void relay_close(relay_t* relay);
 void relay_free(relay_t* relay);
 /* Peak bytes held in the relay's queues, for diagnostics. */
 size_t relay_peak_queued(const relay_t* relay);
+/* Bytes moved by splice(2), without passing through this process: plain
+ * stdio between pipes and regular files, nothing transformed. */
+uint64_t relay_spliced_bytes(const relay_t* relay);
 
 /* The parts the configurations above are made of (the terminal session
  * builds its own). */

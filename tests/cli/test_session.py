@@ -514,6 +514,88 @@ class Session(WardenCase):
         p = self.shell("$WARDEN -- sh -c 'exit 7'", stdin=subprocess.DEVNULL)
         self.assertEqual(p.returncode, 7, p.stderr)
 
+    def spliced(self, stderr):
+        """The byte count --trace reports moved by splice(2)."""
+        m = re.search(rb"relay: (\d+) bytes spliced", stderr)
+        self.assertIsNotNone(m, stderr)
+        return int(m.group(1))
+
+    def test_large_transfer_through_pipes_is_spliced_and_exact(self):
+        """48 MiB in through a pipe and back out through a pipe: byte-exact,
+        and both directions moved by splice(2), none of it through the
+        CLI's buffers (issue 10, item 4)."""
+        data = os.urandom(48 << 20)
+        p = subprocess.run(self.run_args("--trace", "--allow-read",
+                                         ARGS.fixture, "--", ARGS.fixture,
+                                         "echo", "0", "1"),
+                           input=data, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, env=self.env(),
+                           cwd=self.ws, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(len(p.stdout), len(data))
+        self.assertEqual(hashlib.sha256(p.stdout).digest(),
+                         hashlib.sha256(data).digest())
+        self.assertGreaterEqual(self.spliced(p.stderr), 2 * len(data))
+        self.assertIn(b"peak 0 bytes queued", p.stderr)
+
+    def test_output_to_files_is_exact(self):
+        """Our stdout a regular file: spliced. Opened for appending (which
+        splice refuses): copied, after what the file held."""
+        data = os.urandom(8 << 20)
+        src = os.path.join(self.tmp, "splice-in.bin")
+        with open(src, "wb") as f:
+            f.write(data)
+        for mode, head in (("wb", b""), ("ab", b"kept\n")):
+            out = os.path.join(self.tmp, "splice-out.bin")
+            with open(out, "wb") as f:
+                f.write(head)
+            with open(src, "rb") as fin, open(out, mode) as fout:
+                p = subprocess.run(self.run_args("--trace", "--allow-read",
+                                                 ARGS.fixture, "--",
+                                                 ARGS.fixture, "echo", "0",
+                                                 "1"),
+                                   stdin=fin, stdout=fout,
+                                   stderr=subprocess.PIPE, env=self.env(),
+                                   cwd=self.ws, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(out, "rb") as f:
+                got = f.read()
+            want = data if mode == "wb" else head + data
+            self.assertEqual(len(got), len(want), mode)
+            self.assertTrue(got == want, mode)
+            # The file stdin is spliced either way; the output only when
+            # the file is not opened for appending.
+            self.assertGreaterEqual(self.spliced(p.stderr),
+                                    (2 if mode == "wb" else 1) * len(data))
+
+    def test_piped_input_spliced_output_to_a_terminal_still_inert(self):
+        """stdin a pipe is spliced to the payload; what it writes to our
+        terminal still goes through the inert-control filter."""
+        master, slave = os.openpty()
+        try:
+            proc = subprocess.Popen(self.run_args("--trace", "--", "cat"),
+                                    stdin=subprocess.PIPE, stdout=slave,
+                                    stderr=subprocess.PIPE, env=self.env(),
+                                    cwd=self.ws)
+            proc.stdin.write(b"a\x1b]52;c;QUFB\x07b\n")
+            proc.stdin.close()
+            seen = b""
+            deadline = time.time() + EXPECT_S
+            while b"b" not in seen.split(b"QUFB")[-1] and \
+                    time.time() < deadline:
+                r, _, _ = select.select([master], [], [], 0.2)
+                if r:
+                    seen += os.read(master, 4096)
+            err = proc.stderr.read()
+            proc.stderr.close()
+            self.assertEqual(proc.wait(timeout=EXPECT_S), 0, err)
+            self.assertNotIn(b"\x1b", seen)
+            self.assertIn(b"a\\x1b]52;c;QUFB\\x07b", seen)
+            self.assertGreater(self.spliced(err), 0)
+        finally:
+            os.close(master)
+            os.close(slave)
+
     def test_input_pipe_with_output_on_a_terminal(self):
         master, slave = os.openpty()
         try:
