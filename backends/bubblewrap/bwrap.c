@@ -1134,7 +1134,20 @@ static void sweep_probe_dirs(const char* parent) {
       continue;
     }
     remove_probe_tree(dir);
-    unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+    /* A dead creator's probe sandbox may still be dying (the kernel tears
+     * its pid namespace down asynchronously) and write one more file:
+     * removed again, briefly, rather than left for the next sweep. */
+    for (int tries = 0; unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) != 0 &&
+                        errno == ENOTEMPTY && creator_dead && tries < 50;
+         tries++) {
+      struct timespec pause = {0, 10 * 1000 * 1000};
+      nanosleep(&pause, NULL);
+      int again = openat(dirfd(d), e->d_name,
+                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (again < 0)
+        break;
+      remove_probe_tree(again);
+    }
   }
   closedir(d);
 }
