@@ -16,6 +16,17 @@ bash ci/deps.sh
 export MAELYS_BWRAP_MUST_WORK=1
 jobs="$(nproc)"
 out="${MAELYS_CI_BUILD_ROOT:-$here/build-ci}"
+cleanup=()
+trap 'rm -rf "${cleanup[@]}"' EXIT
+if [ -z "${MAELYS_CI_BUILD_ROOT:-}" ] && [ "$(id -u)" -eq 0 ]; then
+  # As root the landlock backend runs its payload under an identity of its
+  # own, which must be able to read the launcher and the test programs: the
+  # build goes where every ancestor is searchable (a fresh clone may sit in
+  # a private 0700 directory).
+  out="$(mktemp -d /var/tmp/maelys-ci.XXXXXX)"
+  chmod 755 "$out"
+  cleanup+=("$out")
+fi
 mkdir -p "$out"
 
 echo "== plain build"
@@ -40,7 +51,7 @@ if [ "$(id -u)" -eq 0 ]; then
   # A private copy the unprivileged user owns, with ../shared beside it as in
   # the repository's checkout, so every path the tests use is reachable.
   unpriv="$(mktemp -d /var/tmp/maelys-unpriv.XXXXXX)"
-  trap 'rm -rf "$unpriv"' EXIT
+  cleanup+=("$unpriv")
   chmod 755 "$unpriv"
   mkdir -p "$unpriv/main"
   tar -C "$here" --exclude='./build*' -cf - . | tar -C "$unpriv/main" -xf -
