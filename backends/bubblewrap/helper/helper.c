@@ -744,6 +744,12 @@ static int identity_conflict(uid_t uid, gid_t gid, char* why, size_t size,
       continue;
     const char* pid = e->d_name;
     if (read_proc_file(proc, pid, "status", text, sizeof text)) {
+      /* A zombie holds nothing any more: it runs no code and its user
+       * namespace is gone with it. Orphaned sandboxes of a killed host stay
+       * zombies until init reaps them, which some inits do seconds late;
+       * counting them ran a small identity range dry. */
+      if (strstr(text, "\nState:\tZ") != NULL)
+        continue;
       bool by_uid = status_holds(text, "\nUid:", uid);
       if (by_uid || status_holds(text, "\nGid:", gid) ||
           status_holds(text, "\nGroups:", gid)) {
