@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "denials.h"
 #include "maelys/backend.h"
 #include "warden.h"
 
@@ -1070,6 +1071,7 @@ int warden_run(const invocation_t* inv) {
         maelys_execution_id(st.execution), maelys_execution_pid(st.execution));
   warden_registry_add(inv, st.execution, l.program, l.policy.workspace,
                       l.backend, l.grace_ms);
+  warden_denials_watch(st.execution, say.quiet);
   st.allow_clipboard = cli_flag(inv, "--allow-clipboard");
   start_io(&st, &l.io, cli_flag(inv, "--raw-output"));
   if (st.session == NULL && st.relay == NULL) {
@@ -1132,6 +1134,7 @@ int warden_run(const invocation_t* inv) {
     cli_emit_failure(inv, &err);
     break;
   }
+  warden_denials_summary(st.execution, say.quiet);
   if (maelys_execution_receipt_path(st.execution) != NULL) {
     trace(&say, "receipt %s", maelys_execution_receipt_path(st.execution));
   } else {

@@ -1,0 +1,18 @@
+/* What the sandbox refused, told on stderr: a notice at the first denial of
+ * each kind, a summary line when the run ends (denials.c). */
+#ifndef WARDEN_DENIALS_H
+#define WARDEN_DENIALS_H
+
+#include <stdbool.h>
+
+#include "maelys/executor.h"
+
+/* Tells, on stderr, the first denial of each kind of `execution` as it
+ * happens (nothing when `quiet`). Call right after spawn. */
+void warden_denials_watch(maelys_execution_t* execution, bool quiet);
+
+/* Once the execution has ended: one line on stderr with the counts from its
+ * receipt, when anything was refused (nothing when `quiet`). */
+void warden_denials_summary(const maelys_execution_t* execution, bool quiet);
+
+#endif /* WARDEN_DENIALS_H */

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Denials made visible through the built maelys-warden (issue 17, item 7):
+a refused call explains itself on stderr at the first denial of its kind,
+while the payload still runs (a silent hang is the symptom this answers),
+names the option that would allow it, and the end of the run sums the
+denials up from the receipt.
+
+    test_denials.py --warden BIN --fixture BIN --schemas DIR --man FILE
+"""
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import time
+
+from wardentest import ARGS, WardenCase, main
+
+
+class Denials(WardenCase):
+    def hidden_program(self):
+        """A program on the host, outside everything the sandbox binds (the
+        sandbox's /tmp is its own), below directories any uid can search: a
+        root-started sandbox looks as its own uid."""
+        bindir = os.path.join(self.tmp, "hidden-%d" % os.getpid(), "bin")
+        os.makedirs(bindir, exist_ok=True)
+        for d in (os.path.dirname(bindir), bindir):
+            os.chmod(d, 0o755)
+        tool = os.path.join(bindir, "tool")
+        with open(tool, "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        os.chmod(tool, 0o755)
+        return bindir, tool
+
+    def read_until(self, proc, pattern, timeout=30):
+        """stderr read as it comes until `pattern` matches what was read;
+        returns everything read so far."""
+        got = b""
+        deadline = time.monotonic() + timeout
+        while re.search(pattern, got) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.fail("timed out waiting for %r on stderr; got:\n%s"
+                          % (pattern, got.decode(errors="replace")))
+            ready, _, _ = select.select([proc.stderr], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(proc.stderr.fileno(), 65536)
+            if not chunk:
+                self.fail("stderr closed before %r; got:\n%s"
+                          % (pattern, got.decode(errors="replace")))
+            got += chunk
+        return got
+
+    def test_notice_at_first_denial_then_summary(self):
+        bindir, tool = self.hidden_program()
+        proc = subprocess.Popen(
+            [ARGS.warden] + self.run_args(
+                "--", ARGS.fixture, "deny", "socket", "socket6", "socket",
+                "exec", "hidden", tool, "exec", "hidden", tool,
+                "exec", "missing", "/opt/nonexistent/bin/x",
+                "ready", "sleep", "60000"),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=self.env(), cwd=self.ws)
+        try:
+            # Both notices, while the payload still sleeps: the run has not
+            # ended, the denial explained itself.
+            err = self.read_until(
+                proc, rb"denied: socket\(AF_INET\).*\n(.|\n)*"
+                      rb"denied: execve\(.*\n")
+            self.assertIsNone(proc.poll(), "the run ended before its notices")
+            text = err.decode(errors="replace")
+            net = [l for l in text.splitlines() if "denied: socket" in l]
+            self.assertEqual(len(net), 1, text)
+            self.assertIn("-> EPERM", net[0])
+            self.assertIn("Allow it with --network inherit.", net[0])
+            ex = [l for l in text.splitlines() if "denied: execve" in l]
+            self.assertEqual(len(ex), 1, text)
+            self.assertIn("execve(%s) -> ENOENT" % tool, ex[0])
+            self.assertIn("Allow it with --allow-read %s." % bindir, ex[0])
+            proc.send_signal(signal.SIGTERM)
+            out, rest = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        text += rest.decode(errors="replace")
+        self.assertEqual(proc.returncode, 128 + signal.SIGTERM, text)
+        # One notice per kind, however many denials of it.
+        self.assertEqual(text.count("denied: socket("), 1, text)
+        self.assertEqual(text.count("denied: execve("), 1, text)
+        self.assertNotIn("/opt/nonexistent", "".join(
+            l for l in text.splitlines() if "denied" in l))
+        # The summary: the counts, and the receipt that lists them.
+        summary = [l for l in text.splitlines()
+                   if l.startswith("maelys-warden: denials: ")]
+        self.assertEqual(len(summary), 1, text)
+        self.assertIn("3 network, 2 exec", summary[0])
+        receipt = re.search(r"the receipt (\S+\.json) lists them",
+                            summary[0]).group(1)
+        with open(receipt) as f:
+            denials = json.load(f)["denials"]
+        self.assertEqual(denials["counts"], {"network": 3, "exec": 2})
+        self.assertEqual(denials["recording"], "complete")
+        details = sorted((x["call"], x["detail"]) for x in denials["examples"])
+        self.assertEqual(details, [("execve", tool), ("socket", "AF_INET"),
+                                   ("socket", "AF_INET6")])
+
+    def test_no_notice_without_denial(self):
+        """The host's network, and nothing refused: not a word."""
+        p = self.warden(*self.run_args("--network", "inherit", "--",
+                                       ARGS.fixture, "deny", "socket"),
+                        check=0)
+        both = (p.stdout + p.stderr).decode(errors="replace")
+        self.assertIn("socket=open", both)
+        self.assertNotIn("denied:", both)
+        self.assertNotIn("denials:", both)
+
+    def test_quiet_says_nothing(self):
+        p = self.warden(*self.run_args("--quiet", "--", ARGS.fixture, "deny",
+                                       "socket"), check=0)
+        both = (p.stdout + p.stderr).decode(errors="replace")
+        self.assertIn("socket=blocked:1", both)
+        self.assertNotIn("denied:", both)
+        self.assertNotIn("denials:", both)
+
+
+if __name__ == "__main__":
+    main()
