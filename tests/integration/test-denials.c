@@ -163,6 +163,17 @@ static void expect_line(const collected_t* out, const char* line) {
              out->data ? out->data : "");
 }
 
+/* The payload's own notification filter was refused, and no socket of a
+ * refused family opened through it. */
+static void expect_refused_selfnotify(const collected_t* out) {
+  if (out->data != NULL && strstr(out->data, "selfnotify=open\n") != NULL)
+    fail_msg("the payload let its own socket(AF_INET) through:\n%s", out->data);
+  if (out->data == NULL ||
+      strstr(out->data, "selfnotify-load=blocked:") == NULL)
+    fail_msg("the payload stacked a notification filter of its own:\n%s",
+             out->data ? out->data : "");
+}
+
 /* The receipt's "denials" member (a reference into *doc). */
 static json_t* receipt_denials(maelys_execution_t* e, json_t** doc) {
   char* json = NULL;
@@ -375,6 +386,47 @@ static void test_inherit_records_only_exec(void** state) {
   harness_finish(&h);
 }
 
+/* The recording never opens anything: a payload that stacks its own
+ * notification filter would be the one asked (between filters that both
+ * say USER_NOTIF, the newest wins) and could answer "continue" to the very
+ * calls the sandbox refuses. Such a filter is refused, and the call with it. */
+static void test_payload_cannot_answer_itself(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  scene_t s;
+  scene_make(&s);
+  maelys_executor_plan_t* plan = plan_for(&s, MAELYS_EXECUTOR_NETWORK_NONE);
+  maelys_execution_request_t* req =
+      request_fixture("bubblewrap", ARGS("deny", "selfnotify", "socket"));
+  maelys_execution_t* e = NULL;
+  char* err = NULL;
+  if (maelys_execution_spawn(h.executor, plan, req, &e, &err) != 0)
+    fail_msg("spawn: %s", err);
+  uv_stream_t* stream = NULL;
+  assert_int_equal(
+      maelys_execution_stream(e, MAELYS_EXEC_STREAM_STDOUT, &stream, NULL), 0);
+  collected_t out;
+  collect_start(stream, &out);
+  waited_t w;
+  memset(&w, 0, sizeof w);
+  maelys_execution_wait(e, waited_cb, &w, NULL);
+  harness_run_until(&h, &w.done);
+  harness_run_until(&h, &out.eof);
+  expect_refused_selfnotify(&out);
+  expect_line(&out, "socket=blocked:1");
+  assert_int_equal(w.status.outcome, MAELYS_EXEC_OUTCOME_EXITED);
+  assert_int_equal(w.status.exit_code, 0);
+  maelys_execution_release(e);
+  collected_free(&out);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  scene_remove(&s);
+  harness_finish(&h);
+}
+
 /* The denial listener: the child of the launcher named maelys-notify. */
 static int find_listener(int launcher) {
   DIR* d = opendir("/proc");
@@ -447,10 +499,10 @@ static void test_listener_killed_still_refuses(void** state) {
   scene_t s;
   scene_make(&s);
   maelys_executor_plan_t* plan = plan_for(&s, MAELYS_EXECUTOR_NETWORK_NONE);
-  maelys_execution_request_t* req =
-      request_fixture("bubblewrap", ARGS("deny", "socket", "ready", "wait",
-                                         "socket", "socketpair", "unix", "exec",
-                                         "after", MAELYS_FIXTURE));
+  maelys_execution_request_t* req = request_fixture(
+      "bubblewrap",
+      ARGS("deny", "socket", "ready", "wait", "socket", "socketpair", "unix",
+           "selfnotify", "exec", "after", MAELYS_FIXTURE));
   maelys_execution_t* e = NULL;
   char* err = NULL;
   if (maelys_execution_spawn(h.executor, plan, req, &e, &err) != 0)
@@ -488,6 +540,9 @@ static void test_listener_killed_still_refuses(void** state) {
   expect_line(&out, "socket=blocked:38");
   expect_line(&out, "socketpair=blocked:38");
   expect_line(&out, "unix=open");
+  /* With the sandbox's listener gone, nothing in the chain holds one any
+   * more, and the kernel would accept the payload's own: refused still. */
+  expect_refused_selfnotify(&out);
   expect_line(&out, "exec-after=blocked:38");
   assert_int_equal(w.status.outcome, MAELYS_EXEC_OUTCOME_EXITED);
   assert_int_equal(w.status.exit_code, 0);
@@ -580,6 +635,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_denials_recorded),
       cmocka_unit_test(test_inherit_records_only_exec),
       cmocka_unit_test(test_listener_killed_still_refuses),
+      cmocka_unit_test(test_payload_cannot_answer_itself),
       cmocka_unit_test(test_without_listener_still_refused),
   };
   return cmocka_run_group_tests_name("denials", tests, NULL, NULL);

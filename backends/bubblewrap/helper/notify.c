@@ -81,6 +81,7 @@
 #include <unistd.h>
 
 #include <linux/openat2.h>
+#include <linux/seccomp.h>
 #include <seccomp.h>
 
 #include "notify.h"
@@ -131,6 +132,19 @@ int maelys__notify_attach(int sock, bool deny_network) {
     goto out;
   if ((rc = add_notify(ctx, "execve", false)) != 0 ||
       (rc = add_notify(ctx, "execveat", false)) != 0)
+    goto out;
+  /* No listener of the sandbox's own, ever. Between stacked filters that
+   * both answer USER_NOTIF the newest one's listener is asked, so a payload
+   * holding one could answer "continue" to the very calls refused here and
+   * in bwrap's filter. The kernel refuses a second listener in a chain
+   * (EBUSY) only while this one is open: once the listener process is gone
+   * it would accept the payload's, and the network calls would open. ERRNO
+   * outranks every other filter's USER_NOTIF and outlives the listener. */
+  if ((rc = seccomp_rule_add(
+           ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(seccomp), 2,
+           SCMP_A0_32(SCMP_CMP_EQ, SECCOMP_SET_MODE_FILTER),
+           SCMP_A1_32(SCMP_CMP_MASKED_EQ, SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                      SECCOMP_FILTER_FLAG_NEW_LISTENER))) != 0)
     goto out;
   /* With a notification rule, seccomp_load asks for a new listener. */
   if ((rc = seccomp_load(ctx)) != 0)
