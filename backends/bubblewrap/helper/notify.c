@@ -76,6 +76,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -207,6 +208,12 @@ typedef struct listener {
   int nr_socket, nr_socketpair, nr_connect, nr_execve, nr_execveat;
   kind_state_t kinds[KIND_COUNT];
   uint64_t last_count_ms;
+  /* The sandbox's root (O_PATH), opened at the first exec: every task of
+   * the sandbox has the same one (chroot, pivot_root, setns and new mount
+   * namespaces are refused inside), so one lookup of /proc serves them
+   * all. Only looked through while a caller waits, when its mounts are
+   * certainly attached. -1 until then. */
+  int root;
 } listener_t;
 
 static uint64_t now_ms(void) {
@@ -353,17 +360,27 @@ static int open_proc(int pid, const char* what, int flags) {
   return open(path, flags | O_CLOEXEC);
 }
 
+/* Reads `len` bytes at `addr` of the task `tid` (a pid of this process's
+ * namespace, as notifications carry it): one call, no /proc lookup, the
+ * same access check as /proc/PID/mem (the sandbox's uid, a dumpable
+ * task). The count read, or -1. */
+static ssize_t read_task(int tid, uint64_t addr, void* buf, size_t len) {
+  struct iovec local = {.iov_base = buf, .iov_len = len};
+  struct iovec remote = {.iov_base = (void*)(uintptr_t)addr, .iov_len = len};
+  return process_vm_readv(tid, &local, 1, &remote, 1, 0);
+}
+
 /* Reads a NUL-terminated string of at most max-1 bytes at `addr`, page by
  * page (the string may end just before an unmapped page). Its length, or -1
  * when it is unreadable or longer. */
-static ssize_t read_string(int mem, uint64_t addr, char* buf, size_t max) {
+static ssize_t read_string(int tid, uint64_t addr, char* buf, size_t max) {
   size_t got = 0;
   while (got < max - 1) {
     uint64_t at = addr + got;
     size_t chunk = 4096 - (size_t)(at % 4096);
     if (chunk > max - 1 - got)
       chunk = max - 1 - got;
-    ssize_t n = pread(mem, buf + got, chunk, (off_t)at);
+    ssize_t n = read_task(tid, at, buf + got, chunk);
     if (n <= 0)
       return -1;
     char* nul = memchr(buf + got, '\0', (size_t)n);
@@ -632,7 +649,10 @@ static void on_network_call(listener_t* l, const struct seccomp_notif* req,
 }
 
 /* connect: continues; a denial when the address is an abstract unix name
- * the host's network namespace has and the sandbox's has not. */
+ * the host's network namespace has and the sandbox's has not. Every connect
+ * of the sandbox comes here (a filter cannot read the address), so the
+ * common case -- a path, an address of another family -- is answered after
+ * one read of the caller's memory. */
 static void on_connect(listener_t* l, const struct seccomp_notif* req,
                        struct seccomp_notif_resp* resp) {
   struct sockaddr_un addr;
@@ -642,21 +662,14 @@ static void on_connect(listener_t* l, const struct seccomp_notif* req,
    * of printable bytes without spaces can be compared there exactly. */
   char name[sizeof addr.sun_path + 2];
   size_t n = 0;
-  int in_sandbox = -1;
-  int pid = -1;
+  bool comparable = false;
   if (len > offsetof(struct sockaddr_un, sun_path) + 1 && len <= sizeof addr &&
-      (pid = proc_pid((int)req->pid)) > 0) {
-    int mem = open_proc(pid, "mem", O_RDONLY);
-    bool abstract = false;
-    if (mem >= 0 && seccomp_notify_id_valid(l->fd, req->id) == 0 &&
-        pread(mem, &addr, (size_t)len, (off_t)req->data.args[1]) ==
-            (ssize_t)len &&
-        seccomp_notify_id_valid(l->fd, req->id) == 0)
-      abstract = addr.sun_family == AF_UNIX && addr.sun_path[0] == '\0';
-    if (mem >= 0)
-      close(mem);
+      read_task((int)req->pid, req->data.args[1], &addr, (size_t)len) ==
+          (ssize_t)len &&
+      seccomp_notify_id_valid(l->fd, req->id) == 0 &&
+      addr.sun_family == AF_UNIX && addr.sun_path[0] == '\0') {
     n = (size_t)len - offsetof(struct sockaddr_un, sun_path) - 1;
-    bool comparable = abstract;
+    comparable = true;
     name[0] = '@';
     for (size_t i = 0; comparable && i < n; i++) {
       unsigned char c = (unsigned char)addr.sun_path[1 + i];
@@ -664,16 +677,20 @@ static void on_connect(listener_t* l, const struct seccomp_notif* req,
       name[1 + i] = (char)c;
     }
     name[1 + n] = '\0';
-    /* The table of the caller's own network namespace. */
-    if (comparable) {
-      FILE* table = NULL;
-      int t = open_proc(pid, "net/unix", O_RDONLY);
-      if (t >= 0 && (table = fdopen(t, "r")) == NULL)
-        close(t);
+  }
+  int in_sandbox = -1, pid;
+  /* The table of the caller's own network namespace, read while it waits:
+   * its pid cannot have been reused as long as the notification is
+   * valid. */
+  if (comparable && (pid = proc_pid((int)req->pid)) > 0) {
+    FILE* table = NULL;
+    int t = open_proc(pid, "net/unix", O_RDONLY);
+    if (t >= 0 && (table = fdopen(t, "r")) == NULL)
+      close(t);
+    if (table != NULL && seccomp_notify_id_valid(l->fd, req->id) == 0)
       in_sandbox = unix_table_has(table, name);
-      if (table != NULL)
-        fclose(table);
-    }
+    if (table != NULL)
+      fclose(table);
   }
   resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
   respond(l, resp);
@@ -699,26 +716,26 @@ static void on_exec(listener_t* l, const struct seccomp_notif* req,
   uint64_t addr = at ? req->data.args[1] : req->data.args[0];
   static char path[PATH_READ_MAX];
   static char interp[PATH_MAX];
-  ssize_t len = -1;
   int has = -1, interp_has = -1;
-  int pid = proc_pid((int)req->pid);
-  if (pid > 0) {
-    int mem = open_proc(pid, "mem", O_RDONLY);
-    if (mem >= 0 && seccomp_notify_id_valid(l->fd, req->id) == 0)
-      len = read_string(mem, addr, path, sizeof path);
-    if (mem >= 0)
-      close(mem);
-    int root = -1;
-    if (len > 0 && path[0] == '/' &&
-        seccomp_notify_id_valid(l->fd, req->id) == 0)
-      root = open_proc(pid, "root", O_PATH | O_DIRECTORY);
-    if (root >= 0) {
-      has = sandbox_has(root, path);
+  ssize_t len = read_string((int)req->pid, addr, path, sizeof path);
+  if (len > 0 && path[0] == '/' &&
+      seccomp_notify_id_valid(l->fd, req->id) == 0) {
+    if (l->root < 0) {
+      /* Opened, then checked: the caller still waits, so the pid was its
+       * own all along. */
+      int pid = proc_pid((int)req->pid);
+      int root = pid > 0 ? open_proc(pid, "root", O_PATH | O_DIRECTORY) : -1;
+      if (root >= 0 && seccomp_notify_id_valid(l->fd, req->id) == 0)
+        l->root = root;
+      else if (root >= 0)
+        close(root);
+    }
+    if (l->root >= 0) {
+      has = sandbox_has(l->root, path);
       /* The program is there; the interpreter it needs may not be, and
        * the kernel says ENOENT for that too. */
-      if (has == 1 && interpreter_of(root, path, interp, sizeof interp) == 0)
-        interp_has = sandbox_has(root, interp);
-      close(root);
+      if (has == 1 && interpreter_of(l->root, path, interp, sizeof interp) == 0)
+        interp_has = sandbox_has(l->root, interp);
     }
   }
   resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
@@ -805,6 +822,7 @@ int maelys__notify_serve(int sock, int status_fd) {
   listener_t l;
   memset(&l, 0, sizeof l);
   l.status_fd = status_fd;
+  l.root = -1;
   l.arch = seccomp_arch_native();
   l.nr_socket = syscall_nr("socket");
   l.nr_socketpair = syscall_nr("socketpair");
@@ -841,6 +859,8 @@ int maelys__notify_serve(int sock, int status_fd) {
   }
   flush_counts(&l, true);
   seccomp_notify_free(req, resp);
+  if (l.root >= 0)
+    close(l.root);
   close(l.fd);
   return 0;
 }
