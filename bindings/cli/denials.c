@@ -15,7 +15,8 @@
 
 typedef struct watch {
   bool quiet;
-  bool told[3]; /* by maelys_execution_denial_kind_t */
+  const char* source; /* NULL: a built-in profile, whose options apply */
+  bool told[3];       /* by maelys_execution_denial_kind_t */
 } watch_t;
 
 /* One execution per process: the notices are about it. */
@@ -26,16 +27,25 @@ static const char* errno_name(int e) {
   return name != NULL ? name : "an error";
 }
 
-/* The option of `maelys-warden run` that would allow it, or NULL. */
-static void allow_option(const maelys_execution_denial_t* d, char* out,
-                         size_t size) {
+/* " Allow it with OPTION." -- the option of `maelys-warden run` that would
+ * allow it, or what to add to the plan file `source` -- or "". */
+static void allow_hint(const maelys_execution_denial_t* d, const char* source,
+                       char* out, size_t size) {
   out[0] = '\0';
   if (d->allow_key == NULL || d->allow_value == NULL)
     return;
-  if (strcmp(d->allow_key, "network") == 0)
-    snprintf(out, size, "--network %s", d->allow_value);
-  else if (strcmp(d->allow_key, "read") == 0)
-    snprintf(out, size, "--allow-read %s", d->allow_value);
+  bool network = strcmp(d->allow_key, "network") == 0;
+  if (!network && strcmp(d->allow_key, "read") != 0)
+    return;
+  if (source == NULL)
+    snprintf(out, size, " Allow it with %s %s.",
+             network ? "--network" : "--allow-read", d->allow_value);
+  else if (network)
+    snprintf(out, size, " Allow it in the %s: network %s.", source,
+             d->allow_value);
+  else
+    snprintf(out, size, " Allow it in the %s: a read rule for %s.", source,
+             d->allow_value);
 }
 
 static void on_denial(maelys_execution_t* execution,
@@ -59,20 +69,21 @@ static void on_denial(maelys_execution_t* execution,
           "host but not in the sandbox";
   else
     why = "it exists on the host but not in the sandbox";
-  char option[600];
-  allow_option(d, option, sizeof option);
+  char hint[700];
+  allow_hint(d, w->source, hint, sizeof hint);
   fprintf(stderr,
-          WARDEN_PROGRAM ": denied: %s(%s) -> %s: %s.%s%s%s Further %s "
-                         "denials are counted in the receipt.\n",
+          WARDEN_PROGRAM ": denied: %s(%s) -> %s: %s.%s Further %s denials "
+                         "are counted in the receipt.\n",
           strcmp(d->call, "interpreter") == 0 ? "execve" : d->call, d->detail,
-          errno_name(d->error_number), why, option[0] ? " Allow it with " : "",
-          option, option[0] ? "." : "", d->kind_name);
+          errno_name(d->error_number), why, hint, d->kind_name);
   fflush(stderr);
 }
 
-void warden_denials_watch(maelys_execution_t* execution, bool quiet) {
+void warden_denials_watch(maelys_execution_t* execution, bool quiet,
+                          const char* source) {
   memset(&watch, 0, sizeof watch);
   watch.quiet = quiet;
+  watch.source = source;
   maelys_execution_on_denial(execution, on_denial, &watch, NULL);
 }
 

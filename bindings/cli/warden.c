@@ -1071,7 +1071,10 @@ int warden_run(const invocation_t* inv) {
         maelys_execution_id(st.execution), maelys_execution_pid(st.execution));
   warden_registry_add(inv, st.execution, l.program, l.policy.workspace,
                       l.backend, l.grace_ms);
-  warden_denials_watch(st.execution, say.quiet);
+  warden_denials_watch(st.execution, say.quiet,
+                       cli_value(inv, "--plan")     ? "plan"
+                       : cli_value(inv, "--policy") ? "policy"
+                                                    : NULL);
   st.allow_clipboard = cli_flag(inv, "--allow-clipboard");
   start_io(&st, &l.io, cli_flag(inv, "--raw-output"));
   if (st.session == NULL && st.relay == NULL) {

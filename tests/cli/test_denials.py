@@ -33,23 +33,23 @@ class Denials(WardenCase):
         os.chmod(tool, 0o755)
         return bindir, tool
 
-    def read_until(self, proc, pattern, timeout=30):
-        """stderr read as it comes until `pattern` matches what was read;
-        returns everything read so far."""
+    def read_until(self, proc, patterns, timeout=30):
+        """stderr read as it comes until every one of `patterns` matches
+        what was read; returns everything read so far."""
         got = b""
         deadline = time.monotonic() + timeout
-        while re.search(pattern, got) is None:
+        while any(re.search(p, got) is None for p in patterns):
             left = deadline - time.monotonic()
             if left <= 0:
                 self.fail("timed out waiting for %r on stderr; got:\n%s"
-                          % (pattern, got.decode(errors="replace")))
+                          % (patterns, got.decode(errors="replace")))
             ready, _, _ = select.select([proc.stderr], [], [], left)
             if not ready:
                 continue
             chunk = os.read(proc.stderr.fileno(), 65536)
             if not chunk:
                 self.fail("stderr closed before %r; got:\n%s"
-                          % (pattern, got.decode(errors="replace")))
+                          % (patterns, got.decode(errors="replace")))
             got += chunk
         return got
 
@@ -65,10 +65,13 @@ class Denials(WardenCase):
             stderr=subprocess.PIPE, env=self.env(), cwd=self.ws)
         try:
             # Both notices, while the payload still sleeps: the run has not
-            # ended, the denial explained itself.
+            # ended, the denial explained itself. The payload's "ready" (its
+            # stdout joins stderr under --io isolated) says every call was
+            # made: a stop any earlier could catch the second exec while
+            # the listener still holds it, and it would never happen.
             err = self.read_until(
-                proc, rb"denied: socket\(AF_INET\).*\n(.|\n)*"
-                      rb"denied: execve\(.*\n")
+                proc, [rb"denied: socket\(AF_INET\).*\n",
+                       rb"denied: execve\(.*\n", rb"(^|\n)ready\n"])
             self.assertIsNone(proc.poll(), "the run ended before its notices")
             text = err.decode(errors="replace")
             net = [l for l in text.splitlines() if "denied: socket" in l]
@@ -106,6 +109,32 @@ class Denials(WardenCase):
         details = sorted((x["call"], x["detail"]) for x in denials["examples"])
         self.assertEqual(details, [("execve", tool), ("socket", "AF_INET"),
                                    ("socket", "AF_INET6")])
+
+    def test_plan_file_hint_names_the_plan(self):
+        """With --plan the built-in profile's options do not apply: the
+        notice says what to add to the plan instead."""
+        p = self.warden("plan", "--rw", "--allow-read", ARGS.fixture,
+                        "--format", "json", check=0)
+        plan = self.envelope(p.stdout)["data"]["plan"]
+        plan.pop("digest", None)
+        path = os.path.join(self.tmp, "plan-denials-%d.json" % os.getpid())
+        with open(path, "w") as f:
+            json.dump(plan, f)
+        os.chmod(path, 0o600)
+        bindir, tool = self.hidden_program()
+        p = self.warden("run", "--plan", path, "--", ARGS.fixture, "deny",
+                        "socket", "exec", "hidden", tool, check=0)
+        text = p.stderr.decode(errors="replace")
+        self.assertEqual(p.returncode, 0, text)
+        net = [l for l in text.splitlines() if "denied: socket" in l]
+        self.assertEqual(len(net), 1, text)
+        self.assertIn("Allow it in the plan: network inherit.", net[0])
+        ex = [l for l in text.splitlines() if "denied: execve" in l]
+        self.assertEqual(len(ex), 1, text)
+        self.assertIn("Allow it in the plan: a read rule for %s." % bindir,
+                      ex[0])
+        self.assertNotIn("--network", text)
+        self.assertNotIn("--allow-read", text)
 
     def test_no_notice_without_denial(self):
         """The host's network, and nothing refused: not a word."""
