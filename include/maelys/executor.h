@@ -45,16 +45,16 @@
 extern "C" {
 #endif
 
-/* The ABI generation of this header. ABI 12: the pseudo-terminal io mode
- * (MAELYS_EXEC_IO_TTY, the TERMINAL stream, maelys_execution_wait_terminal,
- * maelys_execution_resize) and the stdin mode (MAELYS_EXEC_STDIN_NULL).
- * ABI 11: sealing refuses a plan whose
- * network mode was never set (explicit beats a silent grant), plans carry
- * sandbox-wide ceilings (maelys_executor_plan_set_limit) and the
- * LIMIT_TASKS/LIMIT_MEMORY capability bits. ABI 10 owns
- * maelys_executor_plan_t (seeds/000); ABI 9 introduced the EPHEMERAL_WRITE
- * root capability bit. */
-#define MAELYS_EXECUTOR_ABI_VERSION 12
+/* The ABI generation of this header. ABI 13: what the sandbox refused
+ * (maelys_execution_on_denial, the receipt's "denials" section). ABI 12: the
+ * pseudo-terminal io mode (MAELYS_EXEC_IO_TTY, the TERMINAL stream,
+ * maelys_execution_wait_terminal, maelys_execution_resize) and the stdin mode
+ * (MAELYS_EXEC_STDIN_NULL). ABI 11: sealing refuses a plan whose network mode
+ * was never set (explicit beats a silent grant), plans carry sandbox-wide
+ * ceilings (maelys_executor_plan_set_limit) and the LIMIT_TASKS/LIMIT_MEMORY
+ * capability bits. ABI 10 owns maelys_executor_plan_t (seeds/000); ABI 9
+ * introduced the EPHEMERAL_WRITE root capability bit. */
+#define MAELYS_EXECUTOR_ABI_VERSION 13
 
 #define MAELYS_EXECUTOR_VERSION_MAJOR 0
 #define MAELYS_EXECUTOR_VERSION_MINOR 10
