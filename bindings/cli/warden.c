@@ -1071,7 +1071,11 @@ int warden_run(const invocation_t* inv) {
         maelys_execution_id(st.execution), maelys_execution_pid(st.execution));
   warden_registry_add(inv, st.execution, l.program, l.policy.workspace,
                       l.backend, l.grace_ms);
-  warden_denials_watch(st.execution, say.quiet,
+  /* Notices are for a person: under --format json or jsonl stderr is the
+   * envelope's (a launch that fails ends with one), and the receipt lists
+   * the denials all the same. */
+  bool denial_notices = !say.quiet && inv->format == FORMAT_TEXT;
+  warden_denials_watch(st.execution, !denial_notices,
                        cli_value(inv, "--plan")     ? "plan"
                        : cli_value(inv, "--policy") ? "policy"
                                                     : NULL);
@@ -1137,7 +1141,7 @@ int warden_run(const invocation_t* inv) {
     cli_emit_failure(inv, &err);
     break;
   }
-  warden_denials_summary(st.execution, say.quiet);
+  warden_denials_summary(st.execution, !denial_notices);
   if (maelys_execution_receipt_path(st.execution) != NULL) {
     trace(&say, "receipt %s", maelys_execution_receipt_path(st.execution));
   } else {

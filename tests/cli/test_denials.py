@@ -146,6 +146,30 @@ class Denials(WardenCase):
         self.assertNotIn("denied:", both)
         self.assertNotIn("denials:", both)
 
+    def test_json_format_keeps_stderr_for_the_envelope(self):
+        """Under --format json stderr is the envelope's: no notice, no
+        summary, and the receipt lists the denials all the same. A program
+        that exists on the host only fails its launch with an envelope
+        alone."""
+        receipts = os.path.join(self.tmp, "receipts-json-%d" % os.getpid())
+        json_env = self.env(MAELYS_CLI_FORMAT="json")
+        p = self.warden(*self.run_args("--receipt-dir", receipts, "--",
+                                       ARGS.fixture, "deny", "socket"),
+                        env=json_env, check=0)
+        both = (p.stdout + p.stderr).decode(errors="replace")
+        self.assertIn("socket=blocked:1", both)
+        self.assertNotIn("denied:", both)
+        self.assertNotIn("denials:", both)
+        (name,) = [n for n in os.listdir(receipts) if n.endswith(".json")]
+        with open(os.path.join(receipts, name)) as f:
+            denials = json.load(f)["denials"]
+        self.assertEqual(denials["counts"], {"network": 1, "exec": 0})
+        bindir, tool = self.hidden_program()
+        p = self.warden("run", "--rw", "--", tool, env=json_env)
+        self.assertEqual(p.returncode, 1)
+        doc = self.envelope(p.stderr)
+        self.assertEqual(doc["error"]["code"], "PROCESS_FAILED")
+
     def test_quiet_says_nothing(self):
         p = self.warden(*self.run_args("--quiet", "--", ARGS.fixture, "deny",
                                        "socket"), check=0)
