@@ -603,8 +603,17 @@ static int unix_table_has(FILE* table, const char* name) {
 /* -------------------------------------- in the launcher: the notifications */
 
 static void respond(listener_t* l, struct seccomp_notif_resp* resp) {
-  /* The task may have gone meanwhile (a signal): nothing to answer then. */
-  (void)seccomp_notify_respond(l->fd, resp);
+  /* The task may have gone meanwhile (a signal): nothing to answer then.
+   * But an answer the kernel refuses while the caller still waits (a kernel
+   * without SECCOMP_USER_NOTIF_FLAG_CONTINUE, before Linux 5.5) would leave
+   * it waiting for ever: it gets ENOSYS instead, a refusal, never a pass. */
+  if (seccomp_notify_respond(l->fd, resp) != 0 &&
+      seccomp_notify_id_valid(l->fd, resp->id) == 0) {
+    resp->flags = 0;
+    resp->val = 0;
+    resp->error = -ENOSYS;
+    (void)seccomp_notify_respond(l->fd, resp);
+  }
 }
 
 static const char* family_name(unsigned family) {
