@@ -20,13 +20,18 @@
  * the host process, where libseccomp refuses USER_NOTIF unless it has seen
  * the kernel's API level (under valgrind it cannot); TRACE is accepted at
  * every level and is as closed without a tracer, and ptrace is refused
- * inside the sandbox.
+ * inside the sandbox; and with this filter stacked (every task of the
+ * sandbox has it), USER_NOTIF outranks TRACE, so TRACE is never what
+ * answers.
  *
  * The listener leaves the sandbox at once. init stacks the filter before
  * the payload exists, sends the listener over a socket to the launcher's
  * listener process (outside the sandbox and its pid namespace) and closes
  * every copy it held: nothing inside the sandbox can reach it, so the
- * payload can never answer its own notifications.
+ * payload can never answer its own notifications. Nor can it stack a
+ * listener of its own, which would be asked instead of this one (between
+ * equal actions the newest filter wins): the filter refuses it (see
+ * maelys__notify_attach).
  *
  * The answers. The network calls get EPERM, the errno the ERRNO rule gave
  * before (the registration probe checks it). connect, execve and execveat
