@@ -7,6 +7,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -71,11 +72,15 @@ static void on_denial(maelys_execution_t* execution,
     why = "it exists on the host but not in the sandbox";
   char hint[700];
   allow_hint(d, w->source, hint, sizeof hint);
+  /* During a terminal session the operator's terminal is in raw mode,
+   * which turns no LF into CR LF: the line ends with both itself (in cooked
+   * mode the extra CR changes nothing). */
   fprintf(stderr,
           WARDEN_PROGRAM ": denied: %s(%s) -> %s: %s.%s Further %s denials "
-                         "are counted in the receipt.\n",
+                         "are counted in the receipt.%s",
           strcmp(d->call, "interpreter") == 0 ? "execve" : d->call, d->detail,
-          errno_name(d->error_number), why, hint, d->kind_name);
+          errno_name(d->error_number), why, hint, d->kind_name,
+          isatty(STDERR_FILENO) ? "\r\n" : "\n");
   fflush(stderr);
 }
 
