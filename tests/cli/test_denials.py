@@ -15,6 +15,7 @@ import signal
 import subprocess
 import time
 
+from test_session import Terminal
 from wardentest import ARGS, WardenCase, main
 
 
@@ -33,24 +34,30 @@ class Denials(WardenCase):
         os.chmod(tool, 0o755)
         return bindir, tool
 
-    def read_until(self, proc, patterns, timeout=30):
-        """stderr read as it comes until every one of `patterns` matches
-        what was read; returns everything read so far."""
-        got = b""
+    def read_until(self, proc, want, timeout=30):
+        """stdout and stderr read as they come until every pattern of
+        `want` ({"stdout": [...], "stderr": [...]}) matches what its stream
+        gave; returns what each gave so far."""
+        got = {"stdout": b"", "stderr": b""}
+        streams = {proc.stdout.fileno(): "stdout",
+                   proc.stderr.fileno(): "stderr"}
         deadline = time.monotonic() + timeout
-        while any(re.search(p, got) is None for p in patterns):
+
+        def missing():
+            return [p for name, ps in want.items() for p in ps
+                    if re.search(p, got[name]) is None]
+
+        while missing():
             left = deadline - time.monotonic()
-            if left <= 0:
-                self.fail("timed out waiting for %r on stderr; got:\n%s"
-                          % (patterns, got.decode(errors="replace")))
-            ready, _, _ = select.select([proc.stderr], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(proc.stderr.fileno(), 65536)
-            if not chunk:
-                self.fail("stderr closed before %r; got:\n%s"
-                          % (patterns, got.decode(errors="replace")))
-            got += chunk
+            if left <= 0 or not streams:
+                self.fail("no %r; got:\n%r" % (missing(), got))
+            ready, _, _ = select.select(list(streams), [], [], left)
+            for fd in ready:
+                chunk = os.read(fd, 65536)
+                if chunk:
+                    got[streams[fd]] += chunk
+                else:
+                    del streams[fd]
         return got
 
     def test_notice_at_first_denial_then_summary(self):
@@ -65,15 +72,16 @@ class Denials(WardenCase):
             stderr=subprocess.PIPE, env=self.env(), cwd=self.ws)
         try:
             # Both notices, while the payload still sleeps: the run has not
-            # ended, the denial explained itself. The payload's "ready" (its
-            # stdout joins stderr under --io isolated) says every call was
-            # made: a stop any earlier could catch the second exec while
-            # the listener still holds it, and it would never happen.
-            err = self.read_until(
-                proc, [rb"denied: socket\(AF_INET\).*\n",
-                       rb"denied: execve\(.*\n", rb"(^|\n)ready\n"])
+            # ended, the denial explained itself. The payload's "ready" on
+            # its stdout says every call was made: a stop any earlier could
+            # catch the second exec while the listener still holds it, and
+            # it would never happen.
+            got = self.read_until(proc, {
+                "stderr": [rb"denied: socket\(AF_INET\).*\n",
+                           rb"denied: execve\(.*\n"],
+                "stdout": [rb"(^|\n)ready\n"]})
             self.assertIsNone(proc.poll(), "the run ended before its notices")
-            text = err.decode(errors="replace")
+            text = got["stderr"].decode(errors="replace")
             net = [l for l in text.splitlines() if "denied: socket" in l]
             self.assertEqual(len(net), 1, text)
             self.assertIn("-> EPERM", net[0])
@@ -135,6 +143,19 @@ class Denials(WardenCase):
                       ex[0])
         self.assertNotIn("--network", text)
         self.assertNotIn("--allow-read", text)
+
+    def test_notice_in_a_terminal_session(self):
+        """In a terminal session the operator's terminal is in raw mode (no
+        output processing): the notice ends its line with CR LF itself, or
+        the next line would start where this one ended."""
+        t = Terminal(self, [ARGS.warden] + self.run_args(
+            "--", ARGS.fixture, "deny", "sleep", "500", "socket", "sleep",
+            "500"))
+        self.addCleanup(t.close)
+        self.assertEqual(t.wait(), 0, t.seen)
+        m = re.search(rb"denied: socket\(AF_INET\)[^\r\n]*(\r?\n)", t.seen)
+        self.assertIsNotNone(m, t.seen)
+        self.assertEqual(m.group(1), b"\r\n", t.seen)
 
     def test_no_notice_without_denial(self):
         """The host's network, and nothing refused: not a word."""
