@@ -57,6 +57,7 @@
 #include <sys/resource.h>
 
 #include "cgroup.h"
+#include "denials.h"
 #include "internal.h"
 #include "proc.h"
 #include "tty-relay.h"
@@ -157,6 +158,7 @@ struct maelys_execution {
   int64_t memory_peak;     /* bytes, -1 when unknown */
   bool identity_set;
   uint32_t identity_uid, identity_gid;
+  maelys__denials_t* denials; /* allocated at the first denial report */
   int wait_status;
   struct rusage usage;
   maelys__proc_t root;

@@ -192,6 +192,7 @@ static void render_receipt(maelys_execution_t* e) {
   in.identity_set = e->identity_set;
   in.identity_uid = e->identity_uid;
   in.identity_gid = e->identity_gid;
+  in.denials = e->denials;
   in.context_json = e->receipt_context;
   in.secret_key = e->receipt_signing ? e->receipt_key : NULL;
   /* The chain links receipts in the order executions end, on the loop's

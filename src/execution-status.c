@@ -95,6 +95,13 @@ static void handle_event(maelys_execution_t* e,
   case MAELYS_BACKEND_EVENT_DIAGNOSTIC:
     maelys__exec_append_diag(e, ev->message, strlen(ev->message));
     break;
+  case MAELYS_BACKEND_EVENT_DENIAL:
+    /* Recorded until the status is final (the receipt lists them); a
+     * released handle calls back no more. */
+    if (!maelys__exec_finished(e))
+      maelys__denials_event(&e->denials, e->owner == OWNER_CALLER ? e : NULL,
+                            e->plan, ev);
+    break;
   case MAELYS_BACKEND_EVENT_NONE:
     break;
   }

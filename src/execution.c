@@ -101,6 +101,7 @@ static void execution_free(maelys_execution_t* e) {
   free(e->receipt_path);
   free(e->receipt_chain);
   free(e->receipt_context);
+  maelys__denials_free(e->denials);
   sodium_memzero(e->receipt_key, sizeof e->receipt_key);
   if (e->plan != NULL)
     maelys__executor_plan_release(e->plan);
@@ -430,6 +431,17 @@ int maelys__execution_root_pid(const maelys_execution_t* e) {
 
 const char* maelys_execution_id(const maelys_execution_t* e) {
   return e ? e->id : NULL;
+}
+
+maelys_executor_result_t
+maelys_execution_on_denial(maelys_execution_t* e, maelys_execution_denial_cb cb,
+                           void* data, char** out_error) {
+  MAELYS__CHECK_OUT_ERROR(out_error);
+  if (e == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                 "maelys_execution_on_denial: execution is "
+                                 "NULL");
+  return maelys__denials_set_callback(&e->denials, cb, data, out_error);
 }
 
 int maelys_execution_pid(const maelys_execution_t* e) {

@@ -232,9 +232,11 @@ maelys__executor_find_backend(const maelys_executor_t* executor,
  * read only when it lies inside the struct_size the backend declared. The
  * copy made at registration has exactly those slots, every other one NULL,
  * so the rest of the core calls through it after a NULL check alone. ABI 3
- * (the SDK) and ABI 4 (the terminal rendezvous and the request's io mode and
- * terminal size) added no slot: a backend of ABI 1 to 3 never maps a
- * terminal, and spawn refuses its TTY requests.
+ * (the SDK), ABI 4 (the terminal rendezvous and the request's io mode and
+ * terminal size) and ABI 5 (the denial event, at the end of the event
+ * struct the core owns) added no slot: a backend of ABI 1 to 3 never maps a
+ * terminal, and spawn refuses its TTY requests; one of ABI 1 to 4 reports
+ * no denial.
  */
 #define SLOT(field, since)                                                     \
   {                                                                            \

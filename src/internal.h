@@ -426,6 +426,8 @@ typedef struct maelys__receipt_input {
   int64_t memory_peak_bytes; /* -1: not measured */
   bool identity_set;
   uint32_t identity_uid, identity_gid;
+  /* What the sandbox refused (denials.h); NULL when nothing recorded. */
+  const struct maelys__denials* denials;
   /* Evidence, all optional: the chain link, the caller's context object and
    * the signing key (64 bytes). */
   const char* chain_id;

@@ -42,9 +42,11 @@ static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* buf) {
   *buf = uv_buf_init(ctx->buffer, sizeof ctx->buffer);
 }
 
-/* The first child of `pid` found in /proc, or -1 (registration only: a scan
- * of /proc is fine here, and needs no CONFIG_PROC_CHILDREN). */
-static int first_child(int pid) {
+/* The first child of `pid` found in /proc that has a child itself when
+ * `parent` (the launcher has two children: bwrap's monitor, which has one,
+ * and the denial listener, which has none), or -1 (registration only: a
+ * scan of /proc is fine here, and needs no CONFIG_PROC_CHILDREN). */
+static int first_child(int pid, bool parent) {
   DIR* d = opendir("/proc");
   if (d == NULL)
     return -1;
@@ -65,7 +67,8 @@ static int first_child(int pid) {
     int ppid = 0;
     char state;
     if (close_paren != NULL &&
-        sscanf(close_paren + 1, " %c %d", &state, &ppid) == 2 && ppid == pid)
+        sscanf(close_paren + 1, " %c %d", &state, &ppid) == 2 && ppid == pid &&
+        (!parent || first_child(atoi(e->d_name), false) > 0))
       found = atoi(e->d_name);
   }
   closedir(d);
@@ -79,7 +82,7 @@ static void read_root_identity(probe_ctx_t* ctx) {
      * monitor, whose child is the sandbox's pid 1. */
     pid = maelys_execution_pid(ctx->execution);
     for (int depth = 0; pid > 0 && depth < 2; depth++)
-      pid = first_child(pid);
+      pid = first_child(pid, depth == 0);
   }
   if (pid <= 0)
     return;

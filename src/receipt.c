@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <sodium.h>
 
+#include "denials.h"
 #include "internal.h"
 
 #define RECEIPT_FORMAT "maelys-executor-receipt/1"
@@ -262,6 +263,10 @@ char* maelys__executor_receipt_render(const maelys__receipt_input_t* in) {
                         json_pack("{s:I, s:I}", "uid",
                                   (json_int_t)in->identity_uid, "gid",
                                   (json_int_t)in->identity_gid));
+  /* What the sandbox refused: only when the backend recorded it. */
+  json_t* denials = maelys__denials_json(in->denials, in->plan);
+  if (denials != NULL)
+    json_object_set_new(doc, "denials", denials);
   /* Evidence members only when asked for, so that a host that uses none of
    * them gets the same receipt as before. */
   if (in->chain_id != NULL)

@@ -765,6 +765,14 @@ maelys__bwrap_lower(const maelys_executor_plan_t* plan,
     cmd(&b, "--unsetenv");
     cmd(&b, "PWD");
   }
+  /* The denial listener (helper/notify.c): the same network rules as the
+   * BPF, so that every call it refuses is seen. */
+  if (env->notify_fd > 0) {
+    cmd(&b, "--notify-fd");
+    cmdf(&b, "%d", env->notify_fd);
+    cmd(&b, "--notify-network");
+    cmd(&b, net != MAELYS_EXECUTOR_NETWORK_INHERIT ? "deny" : "allow");
+  }
   cmd(&b, "--exec");
   cmd(&b, maelys_execution_request_executable(request));
   cmd(&b, "--");

@@ -93,6 +93,9 @@ typedef struct maelys__bwrap_env {
   int status_fd;      /* the helper's status channel */
   int seccomp_fd;     /* the BPF program */
   int json_status_fd; /* bwrap's --json-status-fd */
+  /* The sandbox's end of the denial listener's socket, handed to the
+   * sandbox's init (--notify-fd); 0 for none (unit tests). */
+  int notify_fd;
   int first_extra_fd; /* the first descriptor the lowering asks for */
   /* The terminal rendezvous (MAELYS_BACKEND_FD_TERMINAL), used only when
    * the request's io mode is MAELYS_EXEC_IO_TTY. */
@@ -196,5 +199,9 @@ void maelys__bwrap_probe_verdict(
 /* Why a probe run gave no report, into out. */
 void maelys__bwrap_probe_run_failure(const maelys_backend_probe_run_t* run,
                                      char* out, size_t size);
+
+/* A denial listener's status line (bwrap-denials.c) as a
+ * MAELYS_BACKEND_EVENT_DENIAL in *ev: true when `line` is one and parses. */
+bool maelys__bwrap_denial_line(const char* line, maelys_backend_event_t* ev);
 
 #endif /* MAELYS_BWRAP_INTERNAL_H */

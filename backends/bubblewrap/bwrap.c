@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -610,6 +611,25 @@ static maelys_executor_result_t add_extra(maelys_backend_launch_t* launch,
   return r;
 }
 
+/* The denial listener's socket (bwrap-denials.c): its ends at `listen_fd`
+ * of the launcher and `peer_fd`, which bwrap hands on to the sandbox's
+ * init. SOCK_SEQPACKET: one message, its descriptor, nothing else. */
+static maelys_executor_result_t
+add_notify_socket(maelys_backend_launch_t* launch, int listen_fd, int peer_fd,
+                  char** out_error) {
+  int sp[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0)
+    return maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                               "creating the denial listener's socket: %s",
+                               strerror(errno));
+  maelys_executor_result_t r = add_extra(launch, sp[0], listen_fd, out_error);
+  if (r != MAELYS_EXECUTOR_OK) {
+    close(sp[1]);
+    return r;
+  }
+  return add_extra(launch, sp[1], peer_fd, out_error);
+}
+
 /* Why the backend cannot launch anything, or NULL. */
 static const char* unusable(const bwrap_state_t* st) {
   if (st->bwrap_missing != NULL)
@@ -701,6 +721,10 @@ typedef enum launcher_fd {
                            makes here */
   LAUNCHER_LIFELINE,    /* the lifeline: the launcher's alone */
   LAUNCHER_EXEC,        /* bwrap itself, executed by the launcher */
+  /* The two ends of the denial listener's socket: the launcher's listener
+   * process keeps the first, the sandbox's init gets the other. */
+  LAUNCHER_NOTIFY,
+  LAUNCHER_NOTIFY_PEER,
   /* In a terminal session (MAELYS_EXEC_IO_TTY) the terminal rendezvous, then
    * the lowering's descriptors, in its order; without one they start here. */
   LAUNCHER_TERMINAL
@@ -772,6 +796,8 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
             json_fd = limit + LAUNCHER_JSON_STATUS,
             lifeline_fd = limit + LAUNCHER_LIFELINE,
             exec_fd = limit + LAUNCHER_EXEC,
+            notify_fd = limit + LAUNCHER_NOTIFY,
+            notify_peer_fd = limit + LAUNCHER_NOTIFY_PEER,
             terminal_fd = tty ? limit + LAUNCHER_TERMINAL : -1,
             first_extra_fd = limit + LAUNCHER_TERMINAL + (tty ? 1 : 0);
   maelys__bwrap_env_t env = {
@@ -790,6 +816,7 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
       .status_fd = status_fd,
       .seccomp_fd = seccomp_fd,
       .json_status_fd = json_fd,
+      .notify_fd = notify_peer_fd,
       .first_extra_fd = first_extra_fd,
       .terminal_fd = terminal_fd,
   };
@@ -837,6 +864,9 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
   }
   if ((r = add_extra(launch, fd, seccomp_fd, out_error)) != MAELYS_EXECUTOR_OK)
     goto out;
+  if ((r = add_notify_socket(launch, notify_fd, notify_peer_fd, out_error)) !=
+      MAELYS_EXECUTOR_OK)
+    goto out;
   fd = fcntl(st->bwrap.fd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0 ||
       (r = add_extra(launch, fd, exec_fd, out_error)) != MAELYS_EXECUTOR_OK) {
@@ -874,6 +904,10 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
   pushf(&a, "%d", json_fd);
   push(&a, "--exec-fd");
   pushf(&a, "%d", exec_fd);
+  push(&a, "--notify-fd");
+  pushf(&a, "%d", notify_fd);
+  push(&a, "--notify-peer-fd");
+  pushf(&a, "%d", notify_peer_fd);
   if (st->host_root) {
     if (fixed) {
       push(&a, "--identity");
@@ -985,6 +1019,8 @@ static void bwrap_status_line(void* state, const char* line, size_t length,
     }
     return;
   }
+  if (maelys__bwrap_denial_line(buf, ev))
+    return;
   ev->kind = MAELYS_BACKEND_EVENT_DIAGNOSTIC;
   snprintf(ev->message, sizeof ev->message, "%.500s", buf);
 }
@@ -1410,8 +1446,8 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
     return MAELYS_EXECUTOR_OK;
   }
   for (int i = 0; i < 2; i++)
-    if (maelys__seccomp_baseline_build(i == 1, &st->bpf[i], &st->bpf_len[i],
-                                       out_error) != 0)
+    if (maelys__seccomp_baseline_build(i == 1, true, &st->bpf[i],
+                                       &st->bpf_len[i], out_error) != 0)
       return MAELYS_EXECUTOR_ERR_UNSUPPORTED;
   char* why = st->host_root ? root_preconditions(st) : NULL;
   if (why != NULL) {

@@ -181,8 +181,9 @@ static int add_setid_rules(scmp_filter_ctx ctx) {
   return 0;
 }
 
-int maelys__seccomp_baseline_build(bool deny_network, unsigned char** out,
-                                   size_t* out_len, char** out_error) {
+int maelys__seccomp_baseline_build(bool deny_network, bool notified,
+                                   unsigned char** out, size_t* out_len,
+                                   char** out_error) {
   *out = NULL;
   *out_len = 0;
   int rc = 0;
@@ -256,12 +257,27 @@ int maelys__seccomp_baseline_build(bool deny_network, unsigned char** out,
   if (deny_network) {
     /* Network NONE, second half (the first is the network namespace): every
      * socket family but AF_UNIX is refused, so even a namespace that gained
-     * an interface could not be used (invariant 9). */
-    if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+     * an interface could not be used (invariant 9).
+     *
+     * With `notified` (bubblewrap), refused with SECCOMP_RET_TRACE, not
+     * ERRNO: with no tracer (ptrace is refused inside) it answers ENOSYS,
+     * and it is the one action below USER_NOTIF, so the notification filter
+     * the sandbox's init stacks on top for the same calls is the one that
+     * answers -- EPERM, as ERRNO does, and the denial is recorded
+     * (bubblewrap/helper/notify.c). An ERRNO here would win over every
+     * stacked USER_NOTIF and the denial would stay invisible. Should that
+     * filter be missing or its listener gone, the call is still refused:
+     * TRACE or a USER_NOTIF without a listener both answer ENOSYS.
+     * USER_NOTIF itself cannot be written here: this filter is built in the
+     * host process, where libseccomp accepts it only once it has seen the
+     * kernel's API level (never under valgrind). A backend that stacks no
+     * such filter (Landlock) gets ERRNO. */
+    uint32_t refuse = notified ? SCMP_ACT_TRACE(0) : SCMP_ACT_ERRNO(EPERM);
+    if ((rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(socket), 1,
                                SCMP_A0_32(SCMP_CMP_NE, AF_UNIX))) != 0)
       goto done;
-    if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socketpair),
-                               1, SCMP_A0_32(SCMP_CMP_NE, AF_UNIX))) != 0)
+    if ((rc = seccomp_rule_add(ctx, refuse, SCMP_SYS(socketpair), 1,
+                               SCMP_A0_32(SCMP_CMP_NE, AF_UNIX))) != 0)
       goto done;
   }
 

@@ -1229,8 +1229,8 @@ static bool probe_preflight(ll_state_t* st, maelys_backend_probe_t* probe,
     return true;
   }
   for (int i = 0; i < 2; i++)
-    if (maelys__seccomp_baseline_build(i == 1, &st->bpf[i], &st->bpf_len[i],
-                                       out_error) != 0)
+    if (maelys__seccomp_baseline_build(i == 1, false, &st->bpf[i],
+                                       &st->bpf_len[i], out_error) != 0)
       return (*result = MAELYS_EXECUTOR_ERR_UNSUPPORTED), true;
   int rc = 0;
   for (int i = 0; i < 2 && rc == 0; i++)

@@ -454,7 +454,12 @@ static const command_def_t cmd_run = {
         "foreground job) the terminal is neither read nor changed. "
         "Otherwise its stdout and stderr are relayed to stdout and stderr "
         "and stdin to its stdin, with backpressure and end-of-file passed "
-        "on; a terminal stdin is not read outside a terminal session.",
+        "on; a terminal stdin is not read outside a terminal session. What the "
+        "sandbox refuses (a network call under --network none, an exec of a "
+        "program the host has and the sandbox does not) is told on stderr at "
+        "the first denial of each kind, with what would allow it, summed up "
+        "when the run ends (text format, unless --quiet) and listed in the "
+        "receipt under \"denials\".",
 };
 
 /* ---------------------------------------------------------- plan, probe */

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "denials.h"
 #include "maelys/backend.h"
 #include "warden.h"
 
@@ -1070,6 +1071,14 @@ int warden_run(const invocation_t* inv) {
         maelys_execution_id(st.execution), maelys_execution_pid(st.execution));
   warden_registry_add(inv, st.execution, l.program, l.policy.workspace,
                       l.backend, l.grace_ms);
+  /* Notices are for a person: under --format json or jsonl stderr is the
+   * envelope's (a launch that fails ends with one), and the receipt lists
+   * the denials all the same. */
+  bool denial_notices = !say.quiet && inv->format == FORMAT_TEXT;
+  warden_denials_watch(st.execution, !denial_notices,
+                       cli_value(inv, "--plan")     ? "plan"
+                       : cli_value(inv, "--policy") ? "policy"
+                                                    : NULL);
   st.allow_clipboard = cli_flag(inv, "--allow-clipboard");
   start_io(&st, &l.io, cli_flag(inv, "--raw-output"));
   if (st.session == NULL && st.relay == NULL) {
@@ -1132,6 +1141,7 @@ int warden_run(const invocation_t* inv) {
     cli_emit_failure(inv, &err);
     break;
   }
+  warden_denials_summary(st.execution, !denial_notices);
   if (maelys_execution_receipt_path(st.execution) != NULL) {
     trace(&say, "receipt %s", maelys_execution_receipt_path(st.execution));
   } else {

@@ -31,7 +31,10 @@
 extern "C" {
 #endif
 
-/* ABI 4: the terminal rendezvous (MAELYS_BACKEND_FD_TERMINAL) and the
+/* ABI 5: the denial event (MAELYS_BACKEND_EVENT_DENIAL), which grows the
+ * event struct at its end; the core owns the struct a status_line fills, so
+ * a backend of an earlier ABI still registers (and reports no denial).
+ * ABI 4: the terminal rendezvous (MAELYS_BACKEND_FD_TERMINAL) and the
  * request's io mode and terminal size; a backend built for an earlier ABI
  * still registers, maps no terminal, and a TTY request on it is refused.
  * ABI 3: the backend SDK (maelys_backend_probe_run, maelys_backend_fail,
@@ -40,7 +43,7 @@ extern "C" {
  * ABI 2: the lifeline descriptor, pid-namespace launches, the execution's
  * memory cgroup, images executed from a descriptor and the identity event;
  * every addition is at the end of its enum, flag set or struct. */
-#define MAELYS_BACKEND_ABI_VERSION 4
+#define MAELYS_BACKEND_ABI_VERSION 5
 
 #if defined(__GNUC__)
 #define MAELYS_BACKEND_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -76,8 +79,27 @@ typedef enum maelys_backend_event_kind {
   MAELYS_BACKEND_EVENT_DIAGNOSTIC = 5,
   /* The host uid and gid the sandbox runs under (uid, gid); recorded in the
    * receipt (ABI 2). */
-  MAELYS_BACKEND_EVENT_IDENTITY = 6
+  MAELYS_BACKEND_EVENT_IDENTITY = 6,
+  /* Something the sandbox refused, or the state of the recording: see
+   * maelys_backend_denial_report_t (ABI 5). */
+  MAELYS_BACKEND_EVENT_DENIAL = 7
 } maelys_backend_event_kind_t;
+
+/* What a MAELYS_BACKEND_EVENT_DENIAL reports (ABI 5). */
+typedef enum maelys_backend_denial_report {
+  /* Denials are recorded from now on: the execution's receipt has a
+   * "denials" section. */
+  MAELYS_BACKEND_DENIAL_LISTENING = 1,
+  /* One denial, as an example: denial_kind, denial_call, error_number (what
+   * the payload's call returned), message (the detail: printable ASCII) and
+   * denial_count (of that kind so far, this one included). */
+  MAELYS_BACKEND_DENIAL_EXAMPLE = 2,
+  /* How many denials of denial_kind so far (denial_count). */
+  MAELYS_BACKEND_DENIAL_COUNT = 3,
+  /* The recording ended while the sandbox ran: later refusals still happen
+   * but are not counted. */
+  MAELYS_BACKEND_DENIAL_LOST = 4
+} maelys_backend_denial_report_t;
 
 typedef struct maelys_backend_event {
   maelys_backend_event_kind_t kind;
@@ -88,6 +110,11 @@ typedef struct maelys_backend_event {
   char step[32];
   char message[512];
   uint32_t uid, gid; /* MAELYS_BACKEND_EVENT_IDENTITY (ABI 2) */
+  /* MAELYS_BACKEND_EVENT_DENIAL (ABI 5); see maelys_backend_denial_report_t */
+  maelys_backend_denial_report_t denial_report;
+  maelys_execution_denial_kind_t denial_kind;
+  char denial_call[16];
+  uint64_t denial_count;
 } maelys_backend_event_t;
 
 /* --------------------------------------------------------------- vtable */

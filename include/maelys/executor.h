@@ -45,16 +45,16 @@
 extern "C" {
 #endif
 
-/* The ABI generation of this header. ABI 12: the pseudo-terminal io mode
- * (MAELYS_EXEC_IO_TTY, the TERMINAL stream, maelys_execution_wait_terminal,
- * maelys_execution_resize) and the stdin mode (MAELYS_EXEC_STDIN_NULL).
- * ABI 11: sealing refuses a plan whose
- * network mode was never set (explicit beats a silent grant), plans carry
- * sandbox-wide ceilings (maelys_executor_plan_set_limit) and the
- * LIMIT_TASKS/LIMIT_MEMORY capability bits. ABI 10 owns
- * maelys_executor_plan_t (seeds/000); ABI 9 introduced the EPHEMERAL_WRITE
- * root capability bit. */
-#define MAELYS_EXECUTOR_ABI_VERSION 12
+/* The ABI generation of this header. ABI 13: what the sandbox refused
+ * (maelys_execution_on_denial, the receipt's "denials" section). ABI 12: the
+ * pseudo-terminal io mode (MAELYS_EXEC_IO_TTY, the TERMINAL stream,
+ * maelys_execution_wait_terminal, maelys_execution_resize) and the stdin mode
+ * (MAELYS_EXEC_STDIN_NULL). ABI 11: sealing refuses a plan whose network mode
+ * was never set (explicit beats a silent grant), plans carry sandbox-wide
+ * ceilings (maelys_executor_plan_set_limit) and the LIMIT_TASKS/LIMIT_MEMORY
+ * capability bits. ABI 10 owns maelys_executor_plan_t (seeds/000); ABI 9
+ * introduced the EPHEMERAL_WRITE root capability bit. */
+#define MAELYS_EXECUTOR_ABI_VERSION 13
 
 #define MAELYS_EXECUTOR_VERSION_MAJOR 0
 #define MAELYS_EXECUTOR_VERSION_MINOR 10
@@ -970,6 +970,58 @@ maelys_executor_close_receipt_chain(maelys_executor_t* executor,
 MAELYS_EXECUTOR_API maelys_executor_result_t maelys_executor_verify_receipts(
     const char* const* paths, size_t count, const char* public_key,
     char** out_report, char** out_error);
+
+/* --------------------------------------------------------------- denials */
+
+/*
+ * What the sandbox refused, as it happens. A backend that records denials
+ * (bubblewrap) reports each kind's first denials as examples while the
+ * payload runs, and the receipt carries a "denials" section: the count of
+ * each kind, the first examples (bounded), and what would allow each one in
+ * plan terms. The payload's own view is unchanged: the refused call returns
+ * the error it always did.
+ */
+typedef enum maelys_execution_denial_kind {
+  /* A network call the plan's network mode refuses: a socket or socketpair
+   * of any family but AF_UNIX (EPERM), or a connect to an abstract unix
+   * socket that only the host's network namespace has (ECONNREFUSED). */
+  MAELYS_EXEC_DENIAL_NETWORK = 1,
+  /* An execve or execveat of a path, or of the interpreter a script or an
+   * ELF program names, that the sandbox does not hold and the host does
+   * (ENOENT). A path found nowhere is a PATH search, not a denial. */
+  MAELYS_EXEC_DENIAL_EXEC = 2
+} maelys_execution_denial_kind_t;
+
+/* Valid only during the callback that receives it. May grow at its end. */
+typedef struct maelys_execution_denial {
+  maelys_execution_denial_kind_t kind;
+  const char* kind_name; /* "network", "exec" */
+  /* "socket", "socketpair", "connect", "execve", "execveat", or
+   * "interpreter" (the program exists; the interpreter it names does not) */
+  const char* call;
+  int error_number; /* what the payload's call returned */
+  /* "AF_INET", "@name" (an abstract socket), a path: printable ASCII, any
+   * other byte written \xNN */
+  const char* detail;
+  uint64_t count; /* denials of this kind so far, this one included */
+  /* What would allow it, in plan terms: "network" (allow_value "inherit":
+   * the host's network) or "read" (allow_value: the directory to make
+   * readable); both NULL when nothing in a plan would. */
+  const char* allow_key;
+  const char* allow_value;
+} maelys_execution_denial_t;
+
+typedef void (*maelys_execution_denial_cb)(
+    maelys_execution_t* execution, const maelys_execution_denial_t* denial,
+    void* data);
+
+/* Calls `cb` for each denial example the backend reports while the
+ * execution runs (the first denial of each kind always is one), on the
+ * loop's thread; NULL removes it. Set it right after spawn: nothing is
+ * reported before the loop runs. Never called after release. */
+MAELYS_EXECUTOR_API maelys_executor_result_t maelys_execution_on_denial(
+    maelys_execution_t* execution, maelys_execution_denial_cb cb, void* data,
+    char** out_error);
 
 #ifdef __cplusplus
 }

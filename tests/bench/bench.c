@@ -1402,7 +1402,8 @@ int main(int argc, char** argv) {
     setrlimit(RLIMIT_NOFILE, &cl);
     signal(SIGPIPE, SIG_IGN);
     char* cerr = NULL;
-    if (maelys__seccomp_baseline_build(true, &bpf, &bpf_len, &cerr) != 0) {
+    if (maelys__seccomp_baseline_build(true, false, &bpf, &bpf_len, &cerr) !=
+        0) {
       fprintf(stderr, "bench: %s\n", cerr);
       return 2;
     }
@@ -1414,7 +1415,7 @@ int main(int argc, char** argv) {
   setrlimit(RLIMIT_NOFILE, &rl);
   signal(SIGPIPE, SIG_IGN);
   char* err = NULL;
-  if (maelys__seccomp_baseline_build(true, &bpf, &bpf_len, &err) != 0) {
+  if (maelys__seccomp_baseline_build(true, false, &bpf, &bpf_len, &err) != 0) {
     fprintf(stderr, "bench: %s\n", err);
     return 2;
   }

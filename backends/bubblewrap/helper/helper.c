@@ -5,6 +5,7 @@
  *               [--rlimit NAME:SOFT:HARD]... [--tasks N]
  *               [--terminal-fd T --terminal-size ROWSxCOLS]
  *               [--setenv NAME VALUE]... [--unsetenv NAME]...
+ *               [--notify-fd N --notify-network deny|allow]
  *               --exec PATH -- ARGV...
  *
  * As the sandbox's pid 1 (bwrap --as-pid-1) it
@@ -27,9 +28,12 @@
  *     signals, "maelys-init launch-failed STEP ERRNO" if the payload cannot be
  *     executed, "maelys-init exit code N" / "maelys-init exit signal N";
  *   - reaps every orphan, and exits when the payload does, which makes the
- *     kernel kill whatever the payload left behind in the pid namespace.
+ *     kernel kill whatever the payload left behind in the pid namespace;
+ *   - with --notify-fd, before the payload exists, stacks the denial filter
+ *     and sends its listener out of the sandbox over N (notify.c).
  *
  *   helper launch --lifeline-fd F --json-fd J --exec-fd X
+ *                 [--notify-fd L --notify-peer-fd P]
  *                 [--identity UID:GID | --identity-range FIRST:COUNT]
  *                 [--identity-lock PATH] [--staging-dir DIR]
  *                 [--stage INDEX SOURCE DEV INO d|f]... -- BWRAP ARGV...
@@ -64,6 +68,10 @@
  * written through such a mount land on disk with the owner's ids; the
  * host's mount table is untouched. It reports "maelys-launch identity U G"
  * on its stderr (the status channel).
+ * With --notify-fd it starts the denial listener (notify.c), a process of
+ * its own outside the sandbox that receives the sandbox's listener on L
+ * (whose peer P goes to bwrap, for the sandbox's init), and reports
+ * "maelys-denial lost" if that process ends while the sandbox runs.
  *
  *   helper probe CHECK...
  *
@@ -106,6 +114,7 @@
 #include <linux/mount.h>
 
 #include "pty.h"
+#include "notify.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -232,7 +241,8 @@ enum {
   STEP_RLIMIT,
   STEP_CAPABILITIES,
   STEP_EXECVE,
-  STEP_TERMINAL
+  STEP_TERMINAL,
+  STEP_LISTENER
 };
 
 static const char* step_name(int step) {
@@ -249,6 +259,8 @@ static const char* step_name(int step) {
     return "execve";
   case STEP_TERMINAL:
     return "terminal";
+  case STEP_LISTENER:
+    return "denial-listener";
   }
   return "unknown";
 }
@@ -293,6 +305,8 @@ static int init_main(int argc, char** argv) {
   int tasks = 0;
   int terminal_fd = -1;
   unsigned rows = 0, columns = 0;
+  int notify_fd = -1;
+  bool notify_network = false;
   int i = 2;
   /* Before anything of the sandbox can look: /proc/1/fd and ptrace need a
    * dumpable target, and this process holds the status channel. */
@@ -339,6 +353,13 @@ static int init_main(int argc, char** argv) {
         goto usage;
     } else if (strcmp(a, "--exec") == 0) {
       exec_path = argv[++i];
+    } else if (strcmp(a, "--notify-fd") == 0) {
+      if (parse_int(argv[++i], &notify_fd) != 0 || notify_fd < 3)
+        goto usage;
+    } else if (strcmp(a, "--notify-network") == 0) {
+      notify_network = strcmp(argv[++i], "deny") == 0;
+      if (!notify_network && strcmp(argv[i], "allow") != 0)
+        goto usage;
     } else {
       goto usage;
     }
@@ -376,6 +397,18 @@ static int init_main(int argc, char** argv) {
   sigfillset(&sa.sa_mask);
   for (size_t k = 0; k < sizeof forwarded / sizeof forwarded[0]; k++)
     sigaction(forwarded[k], &sa, NULL);
+
+  /* The denial listener: stacked before the payload exists, and out of the
+   * sandbox before it does (notify.c). A launch that cannot attach it fails:
+   * the calls it watches would still be refused, but unseen, and the
+   * network calls with ENOSYS instead of the promised EPERM. */
+  if (notify_fd >= 0) {
+    int r = maelys__notify_attach(notify_fd, notify_network);
+    if (r != 0) {
+      report("maelys-init launch-failed %s %d", step_name(STEP_LISTENER), -r);
+      return 127;
+    }
+  }
 
   /* The exec-error pipe lives far above the layout so the payload's
    * descriptor work cannot touch it. */
@@ -1064,8 +1097,40 @@ static int read_child_pid(int fd, json_line_t* line) {
   return r;
 }
 
+/* How long the launcher waits, once bwrap is gone, for the denial listener
+ * to write its last counts (it ends as soon as the sandbox's last task is
+ * gone, which is before bwrap exits). */
+#define LISTENER_DRAIN_MS 1000
+
+/* Starts the denial listener: a child of this launcher (pid 1 of the
+ * execution's namespace, so it dies with it) that keeps only its socket
+ * `sock` and the status channel (fd 2) -- none of the payload's descriptors,
+ * whose end of file the host waits for. Returns its pid or -1. */
+static pid_t start_listener(int sock, int peer, const sigset_t* old) {
+  pid_t pid = fork();
+  if (pid != 0)
+    return pid;
+  sigprocmask(SIG_SETMASK, old, NULL);
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; sig++)
+    sigaction(sig, &dfl, NULL);
+  prctl(PR_SET_NAME, "maelys-notify", 0, 0, 0);
+  close(peer);
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  for (int fd = 0; fd < 2; fd++)
+    if (null < 0 || dup2(null, fd) < 0)
+      close(fd);
+  if (sock != 3 && (dup2(sock, 3) < 0 || close(sock) != 0))
+    _exit(1);
+  syscall(SYS_close_range, 4u, ~0U, 0u);
+  _exit(maelys__notify_serve(3, 2));
+}
+
 static int launch_main(int argc, char** argv) {
   int lifeline = -1, json_fd = -1, exec_fd = -1;
+  int notify_fd = -1, notify_peer_fd = -1;
   const char* lock_path = NULL;
   const char* staging_dir = NULL;
   bool fixed = false, ranged = false;
@@ -1090,6 +1155,12 @@ static int launch_main(int argc, char** argv) {
         goto usage;
     } else if (strcmp(a, "--exec-fd") == 0) {
       if (parse_int(argv[++i], &exec_fd) != 0)
+        goto usage;
+    } else if (strcmp(a, "--notify-fd") == 0) {
+      if (parse_int(argv[++i], &notify_fd) != 0)
+        goto usage;
+    } else if (strcmp(a, "--notify-peer-fd") == 0) {
+      if (parse_int(argv[++i], &notify_peer_fd) != 0)
         goto usage;
     } else if (strcmp(a, "--identity") == 0) {
       if (parse_pair(argv[++i], &id_a, &id_b) != 0 || id_a == 0 || id_b == 0 ||
@@ -1120,7 +1191,9 @@ static int launch_main(int argc, char** argv) {
   }
   if (lifeline < 0 || json_fd < 3 || exec_fd < 0 || i >= argc ||
       (fixed && ranged) || ((fixed || ranged) && lock_path == NULL) ||
-      (stage_count > 0 && (staging_dir == NULL || !(fixed || ranged))))
+      (stage_count > 0 && (staging_dir == NULL || !(fixed || ranged))) ||
+      (notify_fd >= 0) != (notify_peer_fd >= 0) ||
+      (notify_fd >= 0 && (notify_fd < 3 || notify_peer_fd < 3)))
     goto usage;
 
   /* Signals first: as the namespace's pid 1 this process receives from the
@@ -1145,6 +1218,8 @@ static int launch_main(int argc, char** argv) {
     return launch_fail("signalfd", NULL, errno);
   fcntl(lifeline, F_SETFD, FD_CLOEXEC);
   fcntl(exec_fd, F_SETFD, FD_CLOEXEC);
+  if (notify_fd >= 0)
+    fcntl(notify_fd, F_SETFD, FD_CLOEXEC); /* the peer goes on to bwrap */
   /* The host may already be gone. */
   struct pollfd host = {.fd = lifeline, .events = POLLIN};
   if (poll(&host, 1, 0) < 0 || (host.revents & (POLLHUP | POLLERR)) != 0)
@@ -1190,6 +1265,17 @@ static int launch_main(int argc, char** argv) {
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   }
 
+  /* The denial listener runs under the sandbox's identity too: it reads
+   * the sandbox's memory and looks paths up on its behalf, with no more
+   * right than the sandbox's own uid. */
+  pid_t listener = -1;
+  if (notify_fd >= 0) {
+    listener = start_listener(notify_fd, notify_peer_fd, &old);
+    if (listener < 0)
+      return launch_fail("start the denial listener", NULL, errno);
+    close(notify_fd);
+  }
+
   int json[2];
   if (pipe2(json, O_CLOEXEC | O_NONBLOCK) != 0)
     return launch_fail("pipe", NULL, errno);
@@ -1215,18 +1301,33 @@ static int launch_main(int argc, char** argv) {
   }
   close(json[1]);
   close(exec_fd);
+  /* Only the sandbox's init keeps the peer: when it ends without sending a
+   * listener, the listener sees end of file. */
+  if (notify_peer_fd >= 0)
+    close(notify_peer_fd);
 
   int child_pidfd = -1; /* the sandbox's pid 1 */
   json_line_t json_line = {.len = 0};
   int pending[NSIG];
   size_t pending_count = 0;
   int status = 0;
-  bool bwrap_gone = false;
+  bool bwrap_gone = false, listener_gone = listener < 0;
+  struct timespec gone_at = {0, 0};
   for (;;) {
     struct pollfd fds[3] = {{.fd = lifeline, .events = POLLIN},
                             {.fd = sfd, .events = POLLIN},
                             {.fd = json[0], .events = POLLIN}};
-    int n = poll(fds, json[0] >= 0 ? 3 : 2, -1);
+    int timeout = -1;
+    if (bwrap_gone) {
+      struct timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      long spent = (now.tv_sec - gone_at.tv_sec) * 1000 +
+                   (now.tv_nsec - gone_at.tv_nsec) / 1000000;
+      if (spent >= LISTENER_DRAIN_MS)
+        break;
+      timeout = (int)(LISTENER_DRAIN_MS - spent);
+    }
+    int n = poll(fds, json[0] >= 0 ? 3 : 2, timeout);
     if (n < 0 && errno != EINTR)
       return launch_fail("poll", NULL, errno);
     if (n <= 0)
@@ -1264,14 +1365,25 @@ static int launch_main(int argc, char** argv) {
         /* Reap everything: this is the namespace's init. */
         int ws;
         pid_t p;
-        while ((p = waitpid(-1, &ws, WNOHANG)) > 0)
+        while ((p = waitpid(-1, &ws, WNOHANG)) > 0) {
           if (p == bwrap) {
             status = ws;
             bwrap_gone = true;
+            clock_gettime(CLOCK_MONOTONIC, &gone_at);
+          } else if (p == listener) {
+            listener_gone = true;
+            /* Killed, or failed, while the sandbox runs: what it watched is
+             * still refused (with ENOSYS), but no longer counted. */
+            if (!bwrap_gone && !(WIFEXITED(ws) && WEXITSTATUS(ws) == 0)) {
+              static const char lost[] = "maelys-denial lost\n";
+              ssize_t w = write(2, lost, sizeof lost - 1);
+              (void)w;
+            }
           }
+        }
       }
     }
-    if (bwrap_gone)
+    if (bwrap_gone && listener_gone)
       break;
   }
   if (WIFSIGNALED(status))
