@@ -66,7 +66,15 @@ class Landlock(WardenCase):
         require the tree: what an unprivileged user without a delegated
         cgroup can still run confined. `rules` are added to it as they are
         (plan checks what it prints, so it would refuse them itself)."""
-        p = self.blocked("plan", *profile, "--format", "json", check=0)
+        p = self.blocked("plan", *profile, "--format", "json")
+        if p.returncode != 0 and not self.tree:
+            # plan fails where run would (issue 17, item 8): without a
+            # cgroup this user can write, the built-in profile needs the
+            # tree and is refused, so there is no plan to strip here.
+            self.skipTest("no cgroup this user can write: plan %s is "
+                          "refused here, so no plan to take the tree out of"
+                          % " ".join(profile))
+        self.assertEqual(p.returncode, 0, p.stderr)
         plan = self.envelope(p.stdout)["data"]["plan"]
         plan["process_tree_required"] = False
         plan["rules"].extend(rules)
