@@ -100,6 +100,12 @@ typedef struct maelys__ll_resolver {
   void* ctx;
   int (*describe)(void* ctx, const char* path, maelys__ll_node_t* out);
   int (*create_dir)(void* ctx, const char* path);
+  /* The names in the directory `dir` (no "." or ".."), opened without
+   * following any symbolic link, at most `max` of them: *names (malloc'd
+   * strings in a malloc'd array, freed by the caller) and *count; -E2BIG
+   * when there are more. */
+  int (*list)(void* ctx, const char* dir, size_t max, char*** names,
+              size_t* count);
 } maelys__ll_resolver_t;
 
 typedef struct maelys__ll_env {
@@ -125,6 +131,12 @@ typedef struct maelys__ll_lowered {
   uint64_t handled_fs, handled_net, scoped;
   maelys__ll_rule_t* rules;
   size_t rule_count, rule_capacity;
+  /* The directories of a writable tree frozen around a read-only path or a
+   * protected name inside it (see landlock-lower.c, "carving"): readable,
+   * their entries granted one by one, no entry of their own created,
+   * removed or renamed. */
+  char** frozen;
+  size_t frozen_count;
   /* Seccomp: the baseline's denial of every socket family but AF_UNIX
    * (network NONE), and this backend's denial of AF_UNIX sockets (always:
    * with the host's root, a pathname socket such as docker.sock or the
@@ -145,6 +157,9 @@ maelys_executor_result_t maelys__ll_lower(const maelys_executor_plan_t* plan,
                                           char** out_error);
 
 void maelys__ll_lowered_dispose(maelys__ll_lowered_t* lowered);
+
+/* The most entries a frozen directory may hold: each is a rule. */
+#define MAELYS__LL_MAX_FROZEN_ENTRIES 4096
 
 /* The character devices a DEV mount stands for (NULL-terminated). */
 extern const char* const maelys__ll_dev_files[];

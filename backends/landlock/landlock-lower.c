@@ -9,10 +9,22 @@
  *     never its contents. That is READONLY here; EPHEMERAL_WRITE (a scratch
  *     root whose writes vanish) and a host root are refused.
  *   - Grants only add up (a ruleset is an allow-list, rights of nested rules
- *     are unioned): a DENY inside a granted tree, a granted path inside a
- *     DENY, and a READ inside a WRITE tree (which bubblewrap makes read-only
- *     by mounting it on top) cannot be expressed and are refused. A DENY
- *     outside every grant needs no rule: the ruleset denies it already.
+ *     are unioned): a DENY inside a granted tree and a granted path inside a
+ *     DENY cannot be expressed and are refused. A DENY outside every grant
+ *     needs no rule: the ruleset denies it already.
+ *   - A READ path or a protected name (PROTECT_CREATE) strictly inside a
+ *     WRITE tree -- what bubblewrap makes read-only by mounting it on top,
+ *     such as the .git/hooks and .maelys that --rw keeps -- is expressed by
+ *     carving the tree around it: every directory from the tree's top down
+ *     to the path's parent is *frozen* (readable, no right to create,
+ *     remove or rename any of its own entries, which also keeps the
+ *     read-only path from being renamed away or a protected name from being
+ *     created), and every other entry of a frozen directory, as it exists at
+ *     launch, gets the tree's rights, whole. This is narrower than the plan,
+ *     never wider: a new entry cannot be created in a frozen directory (the
+ *     top of the workspace, .git itself), and an entry the host adds there
+ *     during the run is not reachable. Symbolic links among the entries get
+ *     no rule (Landlock checks what they resolve to).
  *   - Nothing is mounted: a bind is a grant on its own source, so its
  *     destination must be that path; a symlink or a directory must already
  *     be there on the host, as the plan describes it; a tmpfs and a procfs
@@ -384,13 +396,13 @@ check_conflicts(const maelys_executor_plan_t* plan, const maelys__ll_env_t* env,
     for (size_t j = 0; j < g->count; j++) {
       const grant_t* a = &g->items[i];
       const grant_t* w = &g->items[j];
+      /* Strictly inside: carved (see above); the very same path cannot. */
       if (a->kind != GRANT_READ || w->kind != GRANT_WRITE || !w->directory ||
-          !within(a->path, w->path))
+          strcmp(a->path, w->path) != 0)
         continue;
       return fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
-                  "%s '%s' lies inside the writable %s '%s': Landlock grants "
-                  "only add up, so a path inside a writable tree cannot be "
-                  "made read-only",
+                  "%s '%s' is also the writable %s '%s': Landlock grants "
+                  "only add up, so a writable tree cannot be made read-only",
                   a->what, a->path, w->what, w->path);
     }
   for (size_t i = 0; i < maelys_executor_plan_rule_count(plan); i++) {
@@ -426,16 +438,161 @@ check_conflicts(const maelys_executor_plan_t* plan, const maelys__ll_env_t* env,
                     rc == 0 ? "exists" : "cannot be checked");
       for (size_t j = 0; j < g->count; j++) {
         const grant_t* a = &g->items[j];
-        if (a->kind == GRANT_WRITE && a->directory && within(r.path, a->path))
+        if (a->kind == GRANT_WRITE && a->directory &&
+            strcmp(r.path, a->path) == 0)
           return fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
-                      "rule protect-create '%s' lies inside the writable %s "
-                      "'%s': Landlock cannot forbid one name in a directory "
-                      "where creating is granted",
-                      r.path, a->what, a->path);
+                      "rule protect-create '%s' is also the writable %s",
+                      r.path, a->what);
       }
-      /* Outside every writable tree: nothing can be created there. */
+      /* Outside every writable tree nothing can be created there; inside
+       * one, its directory is frozen (carve). */
     }
   }
+  return MAELYS_EXECUTOR_OK;
+}
+
+/* ------------------------------------------------------------- carving */
+
+typedef struct strset {
+  char** items;
+  size_t count, capacity;
+} strset_t;
+
+static bool strset_has(const strset_t* s, const char* path) {
+  for (size_t i = 0; i < s->count; i++)
+    if (strcmp(s->items[i], path) == 0)
+      return true;
+  return false;
+}
+
+static int strset_add(strset_t* s, const char* path) {
+  if (strset_has(s, path))
+    return 0;
+  if (s->count == s->capacity) {
+    size_t cap = s->capacity ? s->capacity * 2 : 8;
+    char** p = realloc(s->items, cap * sizeof *p);
+    if (p == NULL)
+      return -1;
+    s->items = p;
+    s->capacity = cap;
+  }
+  char* copy = strdup(path);
+  if (copy == NULL)
+    return -1;
+  s->items[s->count++] = copy;
+  return 0;
+}
+
+static void strset_free(strset_t* s) {
+  for (size_t i = 0; i < s->count; i++)
+    free(s->items[i]);
+  free(s->items);
+  memset(s, 0, sizeof *s);
+}
+
+/* Cuts `path` (absolute, not "/") to its parent, in place. */
+static void to_parent(char* path) {
+  char* slash = strrchr(path, '/');
+  if (slash == path)
+    slash[1] = '\0';
+  else if (slash != NULL)
+    *slash = '\0';
+}
+
+static bool strictly_within(const char* path, const char* tree) {
+  return strcmp(path, tree) != 0 && within(path, tree);
+}
+
+/* The outermost writable directory grant strictly above `path`, or NULL. */
+static const grant_t* outer_write(const grants_t* g, const char* path) {
+  const grant_t* best = NULL;
+  for (size_t i = 0; i < g->count; i++) {
+    const grant_t* w = &g->items[i];
+    if (w->kind == GRANT_WRITE && w->directory &&
+        strictly_within(path, w->path) &&
+        (best == NULL || strlen(w->path) < strlen(best->path)))
+      best = w;
+  }
+  return best;
+}
+
+/* Freezes every directory from the parent of the hole `hole` up to the
+ * outermost writable tree above it. */
+static int freeze_chain(const grants_t* g, const char* hole, strset_t* frozen) {
+  const grant_t* w = outer_write(g, hole);
+  if (w == NULL)
+    return 0;
+  char d[4096];
+  snprintf(d, sizeof d, "%s", hole);
+  do {
+    to_parent(d);
+    if (strset_add(frozen, d) != 0)
+      return -1;
+  } while (strcmp(d, w->path) != 0 && strcmp(d, "/") != 0);
+  return 0;
+}
+
+/* The plan's meaning at `path`: the innermost grant that covers it (the
+ * grant of that very path, or the deepest directory grant above it), as
+ * bubblewrap's mounts stacked in order give it. NULL if none. */
+static const grant_t* innermost(const grants_t* g, const char* path) {
+  const grant_t* best = NULL;
+  for (size_t i = 0; i < g->count; i++) {
+    const grant_t* a = &g->items[i];
+    if (a->kind == GRANT_DEVICE)
+      continue;
+    bool covers =
+        strcmp(a->path, path) == 0 || (a->directory && within(path, a->path));
+    if (covers && (best == NULL || strlen(a->path) > strlen(best->path)))
+      best = a;
+  }
+  return best;
+}
+
+/* Whether `path` is the path of a grant or of a rule of the plan: such a
+ * path gets its own rule (or, a DENY or protect-create, none). */
+static bool named_by_plan(const maelys_executor_plan_t* plan, const grants_t* g,
+                          const char* path) {
+  for (size_t i = 0; i < g->count; i++)
+    if (strcmp(g->items[i].path, path) == 0)
+      return true;
+  for (size_t i = 0; i < maelys_executor_plan_rule_count(plan); i++) {
+    maelys_executor_rule_view_t r;
+    maelys_executor_plan_rule_get(plan, i, &r);
+    if (strcmp(r.path, path) == 0)
+      return true;
+  }
+  return false;
+}
+
+static uint64_t rights_of(int abi, grant_kind_t kind, maelys__ll_kind_t node) {
+  bool dir = node == MAELYS__LL_DIRECTORY;
+  uint64_t r = kind == GRANT_WRITE ? maelys__ll_write_rights(abi, dir)
+                                   : maelys__ll_read_rights(abi, dir);
+  if (node != MAELYS__LL_DIRECTORY && node != MAELYS__LL_FILE)
+    r &= ~MAELYS__LL_FS_IOCTL_DEV;
+  return r;
+}
+
+/* The frozen directories: the read-only paths and protected names strictly
+ * inside a writable tree, and every directory from each one's parent up to
+ * the outermost writable tree above it. */
+static maelys_executor_result_t find_frozen(const maelys_executor_plan_t* plan,
+                                            const grants_t* g, strset_t* frozen,
+                                            char** out_error) {
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < g->count; i++)
+    if (g->items[i].kind == GRANT_READ)
+      rc = freeze_chain(g, g->items[i].path, frozen);
+  for (size_t i = 0; rc == 0 && i < maelys_executor_plan_rule_count(plan);
+       i++) {
+    maelys_executor_rule_view_t r;
+    maelys_executor_plan_rule_get(plan, i, &r);
+    if (r.access == MAELYS_EXECUTOR_ACCESS_PROTECT_CREATE)
+      rc = freeze_chain(g, r.path, frozen);
+  }
+  if (rc != 0)
+    return fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY, "out of memory");
   return MAELYS_EXECUTOR_OK;
 }
 
@@ -463,6 +620,69 @@ static int add_rule(maelys__ll_lowered_t* out, const char* path,
   return 0;
 }
 
+/* Each entry of the frozen directory `dir` that the plan does not name
+ * itself gets the rights the plan means there, whole. */
+static maelys_executor_result_t
+grant_entries(const maelys_executor_plan_t* plan, const maelys__ll_env_t* env,
+              const grants_t* g, const strset_t* frozen, const char* dir,
+              maelys__ll_lowered_t* out, char** out_error) {
+  const grant_t* region = innermost(g, dir);
+  if (region == NULL) /* not reached: a frozen directory is in a tree */
+    return fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
+                "landlock: frozen '%s' lies in no grant", dir);
+  if (env->resolver->list == NULL)
+    return fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
+                "landlock: '%s' would be frozen, but its entries cannot be "
+                "listed here",
+                dir);
+  char** names = NULL;
+  size_t count = 0;
+  int rc = env->resolver->list(env->resolver->ctx, dir,
+                               MAELYS__LL_MAX_FROZEN_ENTRIES, &names, &count);
+  if (rc == -E2BIG)
+    return fail(out_error, MAELYS_EXECUTOR_ERR_UNSUPPORTED,
+                "landlock: '%s' holds more than %d entries; to keep a path "
+                "inside the writable %s '%s' read-only, each of them would "
+                "need a rule of its own",
+                dir, MAELYS__LL_MAX_FROZEN_ENTRIES, region->what, region->path);
+  if (rc < 0)
+    return fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                "landlock: listing '%s' (frozen around a read-only path): %s",
+                dir, strerror(-rc));
+  maelys_executor_result_t res = MAELYS_EXECUTOR_OK;
+  char path[4096];
+  for (size_t i = 0; i < count; i++) {
+    if (res != MAELYS_EXECUTOR_OK)
+      break;
+    int n = snprintf(path, sizeof path, "%s/%s",
+                     strcmp(dir, "/") == 0 ? "" : dir, names[i]);
+    if (n < 0 || (size_t)n >= sizeof path) {
+      res = fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                 "landlock: an entry of '%s' has a path too long", dir);
+      break;
+    }
+    if (strset_has(frozen, path) || named_by_plan(plan, g, path))
+      continue;
+    maelys__ll_node_t node;
+    memset(&node, 0, sizeof node);
+    rc = env->resolver->describe(env->resolver->ctx, path, &node);
+    if (rc == -ENOENT || (rc == 0 && node.kind == MAELYS__LL_SYMLINK))
+      continue; /* gone since, or a link: checked where it leads */
+    if (rc < 0) {
+      res = fail(out_error, MAELYS_EXECUTOR_ERR_IO, "landlock: '%s': %s", path,
+                 strerror(-rc));
+      break;
+    }
+    if (add_rule(out, path, rights_of(env->abi, region->kind, node.kind),
+                 node.kind == MAELYS__LL_DIRECTORY) != 0)
+      res = fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY, "out of memory");
+  }
+  for (size_t i = 0; i < count; i++)
+    free(names[i]);
+  free(names);
+  return res;
+}
+
 maelys_executor_result_t maelys__ll_lower(const maelys_executor_plan_t* plan,
                                           const maelys__ll_env_t* env,
                                           maelys__ll_lowered_t* out,
@@ -472,6 +692,7 @@ maelys_executor_result_t maelys__ll_lower(const maelys_executor_plan_t* plan,
   if (res != MAELYS_EXECUTOR_OK)
     return res;
   grants_t g = {NULL, 0, 0};
+  strset_t frozen = {NULL, 0, 0};
   for (size_t i = 0;
        res == MAELYS_EXECUTOR_OK && i < maelys_executor_plan_mount_count(plan);
        i++) {
@@ -498,9 +719,26 @@ maelys_executor_result_t maelys__ll_lower(const maelys_executor_plan_t* plan,
   if (res != MAELYS_EXECUTOR_OK)
     goto done;
 
+  res = find_frozen(plan, &g, &frozen, out_error);
+  if (res != MAELYS_EXECUTOR_OK)
+    goto done;
   out->handled_fs = maelys__ll_fs_rights(env->abi);
+  for (size_t i = 0; i < frozen.count; i++) {
+    if (add_rule(out, frozen.items[i], maelys__ll_read_rights(env->abi, true),
+                 true) != 0) {
+      res = fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY, "out of memory");
+      goto done;
+    }
+    res =
+        grant_entries(plan, env, &g, &frozen, frozen.items[i], out, out_error);
+    if (res != MAELYS_EXECUTOR_OK)
+      goto done;
+  }
   for (size_t i = 0; i < g.count; i++) {
     const grant_t* a = &g.items[i];
+    /* A frozen directory has its rule already. */
+    if (a->directory && strset_has(&frozen, a->path))
+      continue;
     uint64_t access =
         a->kind == GRANT_WRITE ? maelys__ll_write_rights(env->abi, a->directory)
         : a->kind == GRANT_READ
@@ -538,8 +776,13 @@ maelys_executor_result_t maelys__ll_lower(const maelys_executor_plan_t* plan,
     if (env->abi >= MAELYS__LL_SCOPE_ABI)
       out->scoped |= MAELYS__LL_SCOPE_ABSTRACT_UNIX;
   }
+  /* What was frozen, for the caller to report. */
+  out->frozen = frozen.items;
+  out->frozen_count = frozen.count;
+  memset(&frozen, 0, sizeof frozen);
 done:
   free(g.items);
+  strset_free(&frozen);
   if (res != MAELYS_EXECUTOR_OK)
     maelys__ll_lowered_dispose(out);
   return res;
@@ -549,5 +792,8 @@ void maelys__ll_lowered_dispose(maelys__ll_lowered_t* o) {
   for (size_t i = 0; i < o->rule_count; i++)
     free(o->rules[i].path);
   free(o->rules);
+  for (size_t i = 0; i < o->frozen_count; i++)
+    free(o->frozen[i]);
+  free(o->frozen);
   memset(o, 0, sizeof *o);
 }

@@ -214,8 +214,53 @@ static int real_create_dir(void* ctx, const char* path) {
   return 0;
 }
 
+static int real_list(void* ctx, const char* path, size_t max, char*** names,
+                     size_t* count) {
+  (void)ctx;
+  *names = NULL;
+  *count = 0;
+  int fd = maelys_backend_open_nofollow(path);
+  if (fd < 0)
+    return fd;
+  int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int e = errno;
+  close(fd);
+  if (dfd < 0)
+    return -e;
+  DIR* d = fdopendir(dfd);
+  if (d == NULL) {
+    e = errno;
+    close(dfd);
+    return -e;
+  }
+  int rc = 0;
+  size_t cap = 0;
+  struct dirent* ent;
+  while (rc == 0 && (ent = readdir(d)) != NULL) {
+    if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
+      continue;
+    if (*count == max)
+      rc = -E2BIG;
+    else if (maelys_backend_reserve((void**)names, &cap, sizeof **names,
+                                    *count + 1) != 0 ||
+             ((*names)[*count] = strdup(ent->d_name)) == NULL)
+      rc = -ENOMEM;
+    else
+      (*count)++;
+  }
+  closedir(d);
+  if (rc != 0) {
+    for (size_t i = 0; i < *count; i++)
+      free((*names)[i]);
+    free(*names);
+    *names = NULL;
+    *count = 0;
+  }
+  return rc;
+}
+
 static const maelys__ll_resolver_t real_resolver = {NULL, real_describe,
-                                                    real_create_dir};
+                                                    real_create_dir, real_list};
 
 /* -------------------------------------------------------------- state */
 
@@ -522,9 +567,20 @@ static int build_ruleset(int abi, const maelys__ll_lowered_t* low,
   for (size_t i = 0; i < low->rule_count; i++) {
     const maelys__ll_rule_t* r = &low->rules[i];
     int fd = maelys_backend_open_nofollow(r->path);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 ||
+                    (S_ISDIR(st.st_mode) ? 1 : 0) != (r->directory ? 1 : 0))) {
+      /* Replaced since the lowering looked (a directory for a file or the
+       * other way round): the rights meant for one kind would land on the
+       * other. */
+      close(fd);
+      fd = -ESTALE;
+    }
     if (fd < 0) {
       maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_DENIED,
-                          "landlock: '%s': %s", r->path, strerror(-fd));
+                          "landlock: '%s': %s", r->path,
+                          fd == -ESTALE ? "replaced since the plan was lowered"
+                                        : strerror(-fd));
       close(rs);
       return fd;
     }

@@ -13,7 +13,9 @@
  * replace a mount point (EBUSY) as well as to write a read-only one (EROFS).
  * A name that does not exist yet is *reserved*: an empty read-only
  * placeholder holds it for the run and is removed after the last run that
- * uses it (see protect.c for the locking).
+ * uses it (see protect.c for the locking). The landlock backend, which has
+ * no mounts and whose rights only add up, freezes the directories that hold
+ * them instead (backends/landlock/landlock-lower.c, "carving").
  */
 #ifndef MAELYS_WARDEN_PROTECT_H
 #define MAELYS_WARDEN_PROTECT_H

@@ -1027,6 +1027,19 @@ int warden_run(const invocation_t* inv) {
   for (size_t i = 0; i < l.policy.protection->count; i++)
     trace(&say, "protected %s (%s)", l.policy.protection->items[i].path,
           warden_protect_kind_name(l.policy.protection->items[i].kind));
+  if (strcmp(l.backend, "landlock") == 0 && l.policy.writable &&
+      l.policy.protection->count > 0)
+    /* Landlock only allows: a read-only path inside the writable workspace
+     * is kept by freezing the directories that hold it (see
+     * backends/landlock/landlock-lower.c). Said on every run, since what
+     * the payload cannot do then is not what --rw promises elsewhere. */
+    warn(&say,
+         "on the landlock backend the protected paths of '%s' stay "
+         "read-only by freezing the directories that hold them (the "
+         "workspace's top and .git): nothing can be created, removed or "
+         "renamed directly in those; '--unprotect .git --unprotect .maelys' "
+         "gives a plainly writable workspace",
+         l.policy.workspace);
   uint64_t need = 0;
   maelys_executor_plan_required_capabilities(l.plan, &need, NULL);
   if (need == 0)

@@ -179,26 +179,62 @@ class Landlock(WardenCase):
             err = self.failure(p, "ACCESS_DENIED")
             self.assertIn("idmapped", err["message"])
             os.chmod(self.ws, 0o777)
-        # What --rw keeps read-only inside the workspace (.git, .maelys) is
-        # a read-only path inside a writable tree, which Landlock cannot
-        # express (allow-lists only): the run is refused, never run with
-        # those paths writable. Lifted explicitly, the rest runs.
-        p = self.blocked("run", "--rw", "--allow-read", ARGS.fixture, "--",
-                         ARGS.fixture, "exit", "0",
-                         env=self.env(MAELYS_CLI_FORMAT="json"))
-        self.assertEqual(p.returncode, 1, p.stderr)
-        self.assertNotEqual(p.stderr, b"")
+        # What --rw keeps read-only inside the workspace (.git/hooks,
+        # .git/config, .maelys) cannot be carved out of a writable tree by
+        # Landlock's allow-lists, so the tree is carved around them: the
+        # workspace's top and .git are frozen (nothing created, removed or
+        # renamed there), every entry below them writable, and the CLI
+        # says so on every such run.
+        os.makedirs(os.path.join(self.ws, ".git", "hooks"))
+        with open(os.path.join(self.ws, ".git", "config"), "w") as f:
+            f.write("[core]\n")
+        os.makedirs(os.path.join(self.ws, ".git", "objects"))
+        os.makedirs(os.path.join(self.ws, "src"))
+        for root, dirs, files in os.walk(self.ws):
+            for n in dirs + files:
+                os.chmod(os.path.join(root, n), 0o777)
+        ws = lambda *p: os.path.join(self.ws, *p)
+        p = self.blocked("run", "--rw", "--io", "isolated", "--allow-read",
+                         ARGS.fixture, "--", ARGS.fixture, "escape",
+                         "write", ws("src", "new"),
+                         "write", ws(".git", "objects", "pack"),
+                         "write", ws("inside"),
+                         "write", self.outside + "-new",
+                         "write", ws("new-at-top"),
+                         "write", ws(".git", "hooks", "pre-commit"),
+                         "write", ws(".git", "config"),
+                         "write", ws(".maelys"),
+                         "write", ws(".git", "new-in-git"))
+        out = p.stderr.decode()
+        self.assertEqual(p.returncode, 0, out)
+        self.assertIn("freezing the directories", out)
+        writes = [l for l in out.splitlines() if l.startswith("write=")]
+        self.assertEqual(len(writes), 9, out)
+        for i in range(3):
+            self.assertEqual(writes[i], "write=open", out)
+        for i in range(3, 9):
+            self.assertTrue(writes[i].startswith("write=blocked:"),
+                            (i, out))
+        self.assertTrue(os.path.exists(ws("src", "new")))
+        self.assertFalse(os.path.exists(self.outside + "-new"))
+        self.assertFalse(os.path.exists(ws("new-at-top")))
+        self.assertFalse(os.path.exists(ws(".git", "hooks", "pre-commit")))
+        with open(ws(".git", "config")) as f:
+            self.assertEqual(f.read(), "[core]\n")
+        # Nothing of the run's placeholders stays (.maelys did not exist).
+        self.assertFalse(os.path.exists(ws(".maelys")))
+        # Lifted explicitly, the workspace is plainly writable.
         p = self.blocked("run", "--rw", "--unprotect", ".git", "--unprotect",
                          ".maelys", "--io", "isolated", "--allow-read",
                          ARGS.fixture, "--", ARGS.fixture, "escape", "write",
-                         os.path.join(self.ws, "new"), "write",
-                         self.outside + "-new")
+                         ws("new"), "write", self.outside + "-new")
         out = p.stderr.decode()
         self.assertEqual(p.returncode, 0, out)
+        self.assertNotIn("freezing", out)
         writes = [l for l in out.splitlines() if l.startswith("write=")]
         self.assertEqual(writes[0], "write=open", out)
         self.assertTrue(writes[1].startswith("write=blocked:"), out)
-        self.assertTrue(os.path.exists(os.path.join(self.ws, "new")))
+        self.assertTrue(os.path.exists(ws("new")))
         self.assertFalse(os.path.exists(self.outside + "-new"))
 
     def test_inexpressible_plan_is_refused_naming_the_rule(self):

@@ -67,6 +67,40 @@ static int fake_describe(void* ctx, const char* path, maelys__ll_node_t* out) {
   return -ENOENT;
 }
 
+/* The entries whose parent is `dir`. */
+static int fake_list(void* ctx, const char* dir, size_t max, char*** names,
+                     size_t* count) {
+  fake_t* f = ctx;
+  *names = calloc(48, sizeof **names);
+  *count = 0;
+  size_t n = strlen(dir);
+  for (size_t i = 0; i < f->count; i++) {
+    const char* p = f->entries[i].path;
+    if (strncmp(p, dir, n) != 0 || p[n] != '/' || strchr(p + n + 1, '/'))
+      continue;
+    if (*count == max) {
+      for (size_t j = 0; j < *count; j++)
+        free((*names)[j]);
+      free(*names);
+      *names = NULL;
+      *count = 0;
+      return -E2BIG;
+    }
+    (*names)[(*count)++] = strdup(p + n + 1);
+  }
+  return 0;
+}
+
+static int fake_list_huge(void* ctx, const char* dir, size_t max, char*** names,
+                          size_t* count) {
+  (void)ctx;
+  (void)dir;
+  (void)max;
+  *names = NULL;
+  *count = 0;
+  return -E2BIG;
+}
+
 static int fake_create(void* ctx, const char* path) {
   fake_t* f = ctx;
   snprintf(f->created[f->created_count++], 256, "%s", path);
@@ -85,7 +119,8 @@ typedef struct fixture {
 static int setup(void** state) {
   fixture_t* t = calloc(1, sizeof *t);
   assert_non_null(t);
-  t->resolver = (maelys__ll_resolver_t){&t->fake, fake_describe, fake_create};
+  t->resolver =
+      (maelys__ll_resolver_t){&t->fake, fake_describe, fake_create, fake_list};
   t->env = (maelys__ll_env_t){.resolver = &t->resolver, .abi = 7};
   fake_add(&t->fake, "/usr", MAELYS__LL_DIRECTORY);
   fake_add(&t->fake, "/ws", MAELYS__LL_DIRECTORY);
@@ -351,26 +386,161 @@ static void test_refuse_grant_inside_deny(void** state) {
           "rule deny '/ws'");
 }
 
-static void test_refuse_read_inside_write(void** state) {
+/* A workspace as --rw protects it: .git writable (pinned) with its hooks
+ * and config read-only, .maelys read-only. */
+static void workspace(fixture_t* t) {
+  fake_add(&t->fake, "/ws/README", MAELYS__LL_FILE);
+  fake_add(&t->fake, "/ws/link", MAELYS__LL_SYMLINK)->link = "/etc";
+  fake_add(&t->fake, "/ws/.maelys", MAELYS__LL_DIRECTORY);
+  fake_add(&t->fake, "/ws/.git", MAELYS__LL_DIRECTORY);
+  fake_add(&t->fake, "/ws/.git/objects", MAELYS__LL_DIRECTORY);
+  fake_add(&t->fake, "/ws/.git/HEAD", MAELYS__LL_FILE);
+  fake_add(&t->fake, "/ws/.git/hooks", MAELYS__LL_DIRECTORY);
+  fake_add(&t->fake, "/ws/.git/config", MAELYS__LL_FILE);
+  net(t, MAELYS_EXECUTOR_NETWORK_NONE);
+  rule(t, "/ws", MAELYS_EXECUTOR_ACCESS_WRITE,
+       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY);
+  rule(t, "/ws/.maelys", MAELYS_EXECUTOR_ACCESS_READ,
+       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY);
+  rule(t, "/ws/.git", MAELYS_EXECUTOR_ACCESS_WRITE,
+       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY);
+  rule(t, "/ws/.git/hooks", MAELYS_EXECUTOR_ACCESS_READ,
+       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY);
+  rule(t, "/ws/.git/config", MAELYS_EXECUTOR_ACCESS_READ,
+       MAELYS_EXECUTOR_SCOPE_LITERAL_FILE);
+}
+
+static bool is_frozen(const fixture_t* t, const char* path) {
+  for (size_t i = 0; i < t->out.frozen_count; i++)
+    if (strcmp(t->out.frozen[i], path) == 0)
+      return true;
+  return false;
+}
+
+/* Read-only paths inside a writable tree: the tree is carved around them.
+ * No rule that can create, remove, rename or write is on any of them or on
+ * any directory above them; every other entry keeps the tree's rights. */
+static void test_read_inside_write_is_carved(void** state) {
   fixture_t* t = *state;
+  workspace(t);
+  assert_int_equal(lower(t), MAELYS_EXECUTOR_OK);
+  const uint64_t rd = maelys__ll_read_rights(7, true);
+  const uint64_t wd = maelys__ll_write_rights(7, true);
+  const uint64_t wf = maelys__ll_write_rights(7, false);
+  assert_int_equal(t->out.frozen_count, 2);
+  assert_true(is_frozen(t, "/ws"));
+  assert_true(is_frozen(t, "/ws/.git"));
+  /* The frozen directories: readable only. */
+  assert_int_equal(find(t, "/ws")->access, rd);
+  assert_int_equal(find(t, "/ws/.git")->access, rd);
+  /* The read-only paths: their READ rule. */
+  assert_int_equal(find(t, "/ws/.maelys")->access, rd);
+  assert_int_equal(find(t, "/ws/.git/hooks")->access, rd);
+  assert_int_equal(find(t, "/ws/.git/config")->access,
+                   maelys__ll_read_rights(7, false));
+  /* Everything else the tree's, whole. */
+  assert_int_equal(find(t, "/ws/sub")->access, wd);
+  assert_true(find(t, "/ws/sub")->directory);
+  assert_int_equal(find(t, "/ws/secret")->access, wf);
+  assert_int_equal(find(t, "/ws/README")->access, wf);
+  assert_int_equal(find(t, "/ws/.git/objects")->access, wd);
+  assert_int_equal(find(t, "/ws/.git/HEAD")->access, wf);
+  /* A symbolic link gets no rule (Landlock checks where it leads). */
+  assert_null(find(t, "/ws/link"));
+  assert_int_equal(t->out.rule_count, 10);
+  /* The invariant, rule by rule: no right to write, create, remove or
+   * rename lands on a protected path or above one. */
+  static const char* const kept[] = {"/ws/.maelys", "/ws/.git/hooks",
+                                     "/ws/.git/config", NULL};
+  for (size_t i = 0; i < t->out.rule_count; i++)
+    for (size_t k = 0; kept[k] != NULL; k++) {
+      const char* p = t->out.rules[i].path;
+      size_t n = strlen(p);
+      bool above = strncmp(kept[k], p, n) == 0 &&
+                   (kept[k][n] == '/' || kept[k][n] == '\0');
+      if (above &&
+          (t->out.rules[i].access & ~rd & ~maelys__ll_read_rights(7, false)))
+        fail_msg("rule '%s' gives more than reading above '%s'", p, kept[k]);
+    }
+}
+
+/* Read inside write inside read inside write: each path gets what its
+ * innermost rule means, as bubblewrap's stacked mounts give it. */
+static void test_carving_follows_the_innermost_rule(void** state) {
+  fixture_t* t = *state;
+  fake_add(&t->fake, "/ws/sub/f", MAELYS__LL_FILE);
+  fake_add(&t->fake, "/ws/sub/t", MAELYS__LL_DIRECTORY);
+  fake_add(&t->fake, "/ws/sub/t/x", MAELYS__LL_FILE);
+  fake_add(&t->fake, "/ws/sub/t/y", MAELYS__LL_FILE);
   net(t, MAELYS_EXECUTOR_NETWORK_NONE);
   rule(t, "/ws", MAELYS_EXECUTOR_ACCESS_WRITE,
        MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY);
   rule(t, "/ws/sub", MAELYS_EXECUTOR_ACCESS_READ,
        MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY);
-  refused(t, MAELYS_EXECUTOR_ERR_UNSUPPORTED, "rule read '/ws/sub'",
-          "read-only");
+  rule(t, "/ws/sub/t", MAELYS_EXECUTOR_ACCESS_WRITE,
+       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY);
+  rule(t, "/ws/sub/t/x", MAELYS_EXECUTOR_ACCESS_READ,
+       MAELYS_EXECUTOR_SCOPE_LITERAL_FILE);
+  assert_int_equal(lower(t), MAELYS_EXECUTOR_OK);
+  assert_true(is_frozen(t, "/ws"));
+  assert_true(is_frozen(t, "/ws/sub"));
+  assert_true(is_frozen(t, "/ws/sub/t"));
+  /* In the read-only /ws/sub, its other entries stay read-only. */
+  assert_int_equal(find(t, "/ws/sub/f")->access,
+                   maelys__ll_read_rights(7, false));
+  /* In the writable /ws/sub/t, writable. */
+  assert_int_equal(find(t, "/ws/sub/t/y")->access,
+                   maelys__ll_write_rights(7, false));
+  assert_int_equal(find(t, "/ws/sub/t/x")->access,
+                   maelys__ll_read_rights(7, false));
+  assert_int_equal(find(t, "/ws/secret")->access,
+                   maelys__ll_write_rights(7, false));
 }
 
-static void test_refuse_protect_create_in_writable(void** state) {
+/* The very path both writable and read-only cannot be carved. */
+static void test_refuse_read_and_write_same_path(void** state) {
+  fixture_t* t = *state;
+  net(t, MAELYS_EXECUTOR_NETWORK_NONE);
+  rule(t, "/ws", MAELYS_EXECUTOR_ACCESS_WRITE,
+       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY);
+  assert_int_equal(maelys_executor_plan_add_bind(t->plan, "/ws", "/ws", 0,
+                                                 MAELYS_EXECUTOR_MISSING_FAIL,
+                                                 NULL),
+                   0);
+  refused(t, MAELYS_EXECUTOR_ERR_UNSUPPORTED, "'/ws'", "read-only");
+}
+
+/* Too many entries to grant one by one: refused, naming the directory. */
+static void test_refuse_carving_a_huge_directory(void** state) {
+  fixture_t* t = *state;
+  fake_add(&t->fake, "/ws/sub/ro", MAELYS__LL_DIRECTORY);
+  net(t, MAELYS_EXECUTOR_NETWORK_NONE);
+  rule(t, "/ws", MAELYS_EXECUTOR_ACCESS_WRITE,
+       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY);
+  rule(t, "/ws/sub/ro", MAELYS_EXECUTOR_ACCESS_READ,
+       MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY);
+  maelys__ll_resolver_t r = t->resolver;
+  r.list = fake_list_huge;
+  t->env.resolver = &r;
+  refused(t, MAELYS_EXECUTOR_ERR_UNSUPPORTED, "'/ws'", "entries");
+}
+
+/* A protected name inside a writable tree: its directory is frozen, so
+ * nothing can be created there. */
+static void test_protect_create_in_writable_freezes(void** state) {
   fixture_t* t = *state;
   net(t, MAELYS_EXECUTOR_NETWORK_NONE);
   rule(t, "/ws", MAELYS_EXECUTOR_ACCESS_WRITE,
        MAELYS_EXECUTOR_SCOPE_RECURSIVE_DIRECTORY);
   rule(t, "/ws/never", MAELYS_EXECUTOR_ACCESS_PROTECT_CREATE,
        MAELYS_EXECUTOR_SCOPE_LITERAL_FILE);
-  refused(t, MAELYS_EXECUTOR_ERR_UNSUPPORTED, "protect-create '/ws/never'",
-          "writable");
+  assert_int_equal(lower(t), MAELYS_EXECUTOR_OK);
+  assert_true(is_frozen(t, "/ws"));
+  assert_int_equal(find(t, "/ws")->access, maelys__ll_read_rights(7, true));
+  assert_false(find(t, "/ws")->access & MAELYS__LL_FS_MAKE_REG);
+  assert_null(find(t, "/ws/never"));
+  assert_int_equal(find(t, "/ws/sub")->access,
+                   maelys__ll_write_rights(7, true));
 }
 
 static void test_refuse_literal_directory(void** state) {
@@ -555,8 +725,11 @@ int main(void) {
       T(test_root_below_scope_abi),
       T(test_refuse_deny_inside_tree),
       T(test_refuse_grant_inside_deny),
-      T(test_refuse_read_inside_write),
-      T(test_refuse_protect_create_in_writable),
+      T(test_read_inside_write_is_carved),
+      T(test_carving_follows_the_innermost_rule),
+      T(test_refuse_read_and_write_same_path),
+      T(test_refuse_carving_a_huge_directory),
+      T(test_protect_create_in_writable_freezes),
       T(test_refuse_literal_directory),
       T(test_refuse_tmpfs),
       T(test_refuse_proc),
