@@ -1006,6 +1006,26 @@ static void start_io(run_state_t* st, const io_choice_t* io, bool raw) {
   st->relay = relay_start(st->loop, socket, raw);
 }
 
+/* What the run keeps of its workspace (--trace), and how on landlock. */
+static void say_protection(const say_t* s, const launch_t* l) {
+  for (size_t i = 0; i < l->policy.protection->count; i++)
+    trace(s, "protected %s (%s)", l->policy.protection->items[i].path,
+          warden_protect_kind_name(l->policy.protection->items[i].kind));
+  if (strcmp(l->backend, "landlock") == 0 && l->policy.writable &&
+      l->policy.protection->count > 0)
+    /* Landlock only allows: a read-only path inside the writable workspace
+     * is kept by freezing the directories that hold it (see
+     * backends/landlock/landlock-lower.c). Said on every run, since what
+     * the payload cannot do then is not what --rw promises elsewhere. */
+    warn(s,
+         "on the landlock backend the protected paths of '%s' stay "
+         "read-only by freezing the directories that hold them (the "
+         "workspace's top and .git): nothing can be created, removed or "
+         "renamed directly in those; '--unprotect .git --unprotect .maelys' "
+         "gives a plainly writable workspace",
+         l->policy.workspace);
+}
+
 int warden_run(const invocation_t* inv) {
   cli_error_t err = {0};
   err.command = "run";
@@ -1024,22 +1044,7 @@ int warden_run(const invocation_t* inv) {
   maelys_executor_plan_digest(l.plan, &digest, NULL);
   trace(&say, "plan %s", digest);
   trace(&say, "backend %s", l.backend);
-  for (size_t i = 0; i < l.policy.protection->count; i++)
-    trace(&say, "protected %s (%s)", l.policy.protection->items[i].path,
-          warden_protect_kind_name(l.policy.protection->items[i].kind));
-  if (strcmp(l.backend, "landlock") == 0 && l.policy.writable &&
-      l.policy.protection->count > 0)
-    /* Landlock only allows: a read-only path inside the writable workspace
-     * is kept by freezing the directories that hold it (see
-     * backends/landlock/landlock-lower.c). Said on every run, since what
-     * the payload cannot do then is not what --rw promises elsewhere. */
-    warn(&say,
-         "on the landlock backend the protected paths of '%s' stay "
-         "read-only by freezing the directories that hold them (the "
-         "workspace's top and .git): nothing can be created, removed or "
-         "renamed directly in those; '--unprotect .git --unprotect .maelys' "
-         "gives a plainly writable workspace",
-         l.policy.workspace);
+  say_protection(&say, &l);
   uint64_t need = 0;
   maelys_executor_plan_required_capabilities(l.plan, &need, NULL);
   if (need == 0)
