@@ -205,6 +205,7 @@ void warden_protection_free(warden_protection_t* p) {
   free(p->held);
   free(p->devs);
   free(p->inos);
+  free(p->nested_root);
   memset(p, 0, sizeof *p);
 }
 
@@ -931,6 +932,15 @@ int warden_protect_scan(warden_protection_t* p, const char* root, bool writable,
     return -1;
   if (network_inherit && scan_secrets(&s, root, 0, &scanned) != 0)
     return -1;
+  char* git = join(root, ".git");
+  if (git == NULL)
+    return oom(err);
+  bool lifted = unprotected(p, git);
+  free(git);
+  free(p->nested_root);
+  p->nested_root = NULL;
+  if (writable && !lifted && (p->nested_root = strdup(root)) == NULL)
+    return oom(err);
   return unprotect_check(p, unprotect_list, err);
 }
 
@@ -1120,6 +1130,7 @@ int warden_protect_reserve(warden_protection_t* p, cli_error_t* err) {
       p->inos[i] = st.st_ino;
     }
   }
+  clock_gettime(CLOCK_REALTIME, &p->started);
   return 0;
 }
 
@@ -1149,6 +1160,165 @@ void warden_protect_release(warden_protection_t* p) {
 }
 
 /* ------------------------------------------------------------- audit */
+
+/* ------------------------------------------------- nested repositories */
+
+/* Bounds of the walk after the run: beyond them the audit says it stopped. */
+#define NESTED_MAX_ENTRIES 2000000
+#define NESTED_MAX_DEPTH 64
+
+typedef struct nested_walk {
+  const warden_protection_t* p;
+  const char* execution_id;
+  void (*report)(const char* line, void* data);
+  void* data;
+  dev_t dev;
+  size_t visited, findings;
+  bool truncated;
+} nested_walk_t;
+
+/* Changed at or after the run's start. File times come from the kernel's
+ * coarse clock, up to a tick behind the one read at the start: 100 ms of
+ * margin. A rename or a new link changes the ctime of what it names, and
+ * nothing lets a process set a ctime back. */
+static bool changed_since(const struct stat* st, const struct timespec* t0) {
+  long long c =
+      (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
+  long long s = (long long)t0->tv_sec * 1000000000LL + t0->tv_nsec;
+  return c >= s - 100000000LL;
+}
+
+/* Whether the `.git` named `name` in `dir_fd` (a directory or a gitdir file,
+ * or anything else) was made, moved in, or had what git runs or obeys
+ * changed during the run. */
+static bool nested_git_changed(int dir_fd, const char* name,
+                               const struct stat* st,
+                               const struct timespec* t0) {
+  if (changed_since(st, t0) || !S_ISDIR(st->st_mode))
+    return changed_since(st, t0);
+  int g = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (g < 0)
+    return true;
+  static const char* const obeyed[] = {"config", "config.worktree", "commondir",
+                                       "hooks", NULL};
+  bool changed = false;
+  for (size_t i = 0; !changed && obeyed[i] != NULL; i++) {
+    struct stat o;
+    if (fstatat(g, obeyed[i], &o, AT_SYMLINK_NOFOLLOW) == 0)
+      changed = changed_since(&o, t0);
+  }
+  int h = openat(g, "hooks", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR* hd = h >= 0 ? fdopendir(h) : NULL;
+  if (h >= 0 && hd == NULL)
+    close(h);
+  struct dirent* e;
+  while (!changed && hd != NULL && (e = readdir(hd)) != NULL) {
+    struct stat o;
+    if (e->d_name[0] != '.' &&
+        fstatat(dirfd(hd), e->d_name, &o, AT_SYMLINK_NOFOLLOW) == 0)
+      changed = changed_since(&o, t0);
+  }
+  if (hd != NULL)
+    closedir(hd);
+  close(g);
+  return changed;
+}
+
+static void nested_quarantine(nested_walk_t* w, int dir_fd, const char* path) {
+  char aside[NAME_MAX + 1], line[PATH_MAX * 2 + 512];
+  snprintf(aside, sizeof aside, ".git.maelys-quarantine-%.64s",
+           w->execution_id ? w->execution_id : "run");
+  bool moved = renameat(dir_fd, ".git", dir_fd, aside) == 0;
+  int e = errno;
+  if (moved)
+    snprintf(line, sizeof line,
+             "'%s' is a repository made or changed during the run (git run "
+             "there, or a gitlink in the workspace's index, would obey its "
+             "configuration and hooks): moved aside to '%s', where git "
+             "ignores it ('--unprotect .git' keeps repositories the payload "
+             "makes)",
+             path, aside);
+  else
+    snprintf(line, sizeof line,
+             "'%s' is a repository made or changed during the run and could "
+             "not be moved aside (%s): remove it before using git there",
+             path, strerror(e));
+  w->report(line, w->data);
+  w->findings++;
+}
+
+/* Walks the directory `fd` (`path`, consumed), never through a link, never
+ * into another filesystem or a git directory. */
+static void nested_walk(nested_walk_t* w, int fd, const char* path, int depth) {
+  DIR* d = fdopendir(fd);
+  if (d == NULL) {
+    close(fd);
+    return;
+  }
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    if (++w->visited > NESTED_MAX_ENTRIES) {
+      w->truncated = true;
+      break;
+    }
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+      continue;
+    char sub[PATH_MAX];
+    if (snprintf(sub, sizeof sub, "%s/%s", path, e->d_name) >= (int)sizeof sub)
+      continue;
+    if (strcmp(e->d_name, ".git") == 0) {
+      if (depth > 0 &&
+          nested_git_changed(dirfd(d), e->d_name, &st, &w->p->started))
+        nested_quarantine(w, dirfd(d), sub);
+      continue; /* a git directory is git's, never a workspace */
+    }
+    if (!S_ISDIR(st.st_mode) || st.st_dev != w->dev)
+      continue;
+    if (depth + 1 >= NESTED_MAX_DEPTH) {
+      w->truncated = true;
+      continue;
+    }
+    int sfd = openat(dirfd(d), e->d_name,
+                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd >= 0)
+      nested_walk(w, sfd, sub, depth + 1);
+  }
+  closedir(d);
+}
+
+static size_t audit_nested(const warden_protection_t* p,
+                           const char* execution_id,
+                           void (*report)(const char* line, void* data),
+                           void* data) {
+  if (p->nested_root == NULL || p->started.tv_sec == 0)
+    return 0;
+  int fd = maelys_backend_open_nofollow(p->nested_root);
+  int dfd = fd >= 0 ? openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  if (fd >= 0)
+    close(fd);
+  struct stat st;
+  if (dfd < 0 || fstat(dfd, &st) != 0) {
+    if (dfd >= 0)
+      close(dfd);
+    return 0;
+  }
+  nested_walk_t w = {p, execution_id, report, data, st.st_dev, 0, 0, false};
+  nested_walk(&w, dfd, p->nested_root, 0);
+  if (w.truncated) {
+    char line[PATH_MAX + 256];
+    snprintf(line, sizeof line,
+             "the search of '%s' for repositories made during the run "
+             "stopped at %d entries or %d levels: check nested .git before "
+             "using git below it",
+             p->nested_root, NESTED_MAX_ENTRIES, NESTED_MAX_DEPTH);
+    report(line, data);
+    w.findings++;
+  }
+  return w.findings;
+}
 
 size_t warden_protect_audit(warden_protection_t* p, const char* execution_id,
                             void (*report)(const char* line, void* data),
@@ -1196,7 +1366,7 @@ size_t warden_protect_audit(warden_protection_t* p, const char* execution_id,
     report(line, data);
     findings++;
   }
-  return findings;
+  return findings + audit_nested(p, execution_id, report, data);
 }
 
 /* --------------------------------------------------------------- JSON */

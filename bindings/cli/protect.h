@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -76,6 +77,10 @@ typedef struct warden_protection {
   /* Identities of the protected paths at launch (for the audit). */
   dev_t* devs;
   ino_t* inos;
+  /* The writable workspace whose nested repositories the audit checks
+   * (NULL: none, or .git unprotected), and when the run began. */
+  char* nested_root;
+  struct timespec started;
 } warden_protection_t;
 
 void warden_protection_free(warden_protection_t* p);
@@ -128,8 +133,12 @@ void warden_protect_release(warden_protection_t* p);
 
 /* After the execution ended (nothing of it runs any more): a protected path
  * replaced or removed on the host during the run (the kernel then drops the
- * sandbox's mount on it), or a watched name the payload created. A created
- * name is moved aside to NAME.maelys-quarantine-ID so that git ignores it.
+ * sandbox's mount on it), a watched name the payload created, or a nested
+ * repository (a `.git` below the workspace's top) made, moved in or whose
+ * configuration or hooks changed during the run: git run there by the user
+ * would obey it (core.fsmonitor, hooks), and a gitlink the payload writes
+ * in the top index makes `git status` enter it. A created name or such a
+ * `.git` is moved aside to NAME.maelys-quarantine-ID so that git ignores it.
  * Calls `report` with one line per finding; returns the number of findings. */
 size_t warden_protect_audit(warden_protection_t* p, const char* execution_id,
                             void (*report)(const char* line, void* data),

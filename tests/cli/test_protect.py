@@ -286,6 +286,56 @@ touch "'"$MARKER"'"'
             self.ws, ".git", "commondir.maelys-quarantine-*"))), 1)
         self.host_git_runs_nothing_planted()
 
+    def test_nested_repository_made_is_moved_aside(self):
+        """A repository the payload makes below the workspace's top, and a
+        gitlink to it in the top index, would have the host's git obey its
+        configuration (git status enters a submodule): after the run it is
+        moved aside, and said."""
+        self.init_repo()
+        p = self.payload(r"""
+            export HOME=/nonexistent GIT_CONFIG_NOSYSTEM=1
+            mkdir -p src/sub && git init -q src/sub; echo "init=$?"
+            printf '[core]\n\tfsmonitor = "touch %s; false"\n' "$MARKER" \
+                >> src/sub/.git/config
+            head=$(git rev-parse HEAD)
+            git update-index --add --cacheinfo 160000,$head,src/sub
+            echo "gitlink=$?"
+            mkdir -p lib && mv src/sub/.git lib/.git-in-waiting
+            mkdir -p other && mv lib/.git-in-waiting other/.git
+            echo "moved=$?"
+        """, check=0)
+        self.assertIn(b"init=0", p.stdout)
+        self.assertIn(b"gitlink=0", p.stdout)
+        self.assertIn(b"moved=0", p.stdout)
+        self.assertIn(b"made or changed during the run", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "other",
+                                                     ".git")))
+        self.assertEqual(len(glob.glob(os.path.join(
+            self.ws, "other", ".git.maelys-quarantine-*"))), 1)
+        self.host_git_runs_nothing_planted()
+        self.git("status", cwd=os.path.join(self.ws, "other"), check=False)
+        self.assertFalse(os.path.exists(self.marker))
+
+    def test_nested_repository_kept_unless_changed(self):
+        """A nested repository that was there before the run stays as it
+        is; once the payload changes its configuration, it is moved aside."""
+        self.init_repo()
+        vendor = os.path.join(self.ws, "vendor", "x")
+        os.makedirs(vendor)
+        self.init_repo(vendor)
+        time.sleep(0.3)
+        self.payload("true", check=0)
+        self.assertTrue(os.path.isdir(os.path.join(vendor, ".git")))
+        p = self.payload(r"""
+            printf '[core]\n\tfsmonitor = "touch %s; false"\n' "$MARKER" \
+                >> vendor/x/.git/config; echo "append=$?"
+        """, check=0)
+        self.assertIn(b"append=0", p.stdout)
+        self.assertIn(b"made or changed during the run", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(vendor, ".git")))
+        self.git("status", cwd=vendor, check=False)
+        self.assertFalse(os.path.exists(self.marker))
+
     def test_existing_maelys_is_read_only(self):
         os.makedirs(os.path.join(self.ws, ".maelys"))
         with open(os.path.join(self.ws, ".maelys", "project.json"), "w") as f:
