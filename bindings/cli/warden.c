@@ -130,10 +130,35 @@ static int register_backends(maelys_executor_t* ex, const char* requested,
                       "unknown backend '%s'", requested);
     return register_backend(ex, requested, err);
   }
-  for (size_t i = 0; backend_order[i]; i++)
-    if (register_backend(ex, backend_order[i], err) != 0)
-      return -1;
+  /* Each registration runs its backend's probe (real sandboxes: most of a
+   * CLI run's time). Only what can be chosen is registered: posix never is
+   * unless asked for, and landlock only serves where bubblewrap cannot
+   * confine (then it also shapes the profile) or where bubblewrap lacks
+   * what the plan needs (select_backend registers it then). */
+  if (register_backend(ex, "bubblewrap", err) != 0)
+    return -1;
+  uint64_t bw = 0;
+  maelys_executor_backend_capabilities(ex, "bubblewrap", &bw, NULL);
+  if (!(bw & MAELYS_BACKEND_CAP_MOUNT_NAMESPACE))
+    return register_backend(ex, "landlock", err);
   return 0;
+}
+
+/* The capabilities `name` proved into *proved, registering it first if it
+ * is not yet (see register_backends). False, with why, if that failed. */
+static bool proved_by(maelys_executor_t* ex, const char* name, uint64_t* proved,
+                      char* why, size_t size) {
+  *proved = 0;
+  if (maelys_executor_backend_capabilities(ex, name, proved, NULL) ==
+      MAELYS_EXECUTOR_OK)
+    return true;
+  cli_error_t failed = {0};
+  if (register_backend(ex, name, &failed) != 0) {
+    snprintf(why, size, "%s", failed.message);
+    return false;
+  }
+  maelys_executor_backend_capabilities(ex, name, proved, NULL);
+  return true;
 }
 
 /* The built-in profile takes the shape of the backend that will run it:
@@ -251,12 +276,6 @@ static int select_backend(maelys_executor_t* ex,
   char reasons[4096] = "";
   for (size_t i = 0; backend_order[i]; i++) {
     const char* name = backend_order[i];
-    uint64_t proved = 0;
-    maelys_executor_backend_capabilities(ex, name, &proved, NULL);
-    bool fits = (need & ~proved) == 0;
-    if (fits && host_root &&
-        (strcmp(name, "bubblewrap") == 0 || strcmp(name, "landlock") == 0))
-      fits = false; /* they confine the root; a host root is posix's */
     /* posix confines nothing: it is never chosen for the user. A plan that
      * requires nothing (say, one planted by an earlier run) would otherwise
      * run the next program unconfined, as its caller. */
@@ -269,11 +288,22 @@ static int select_backend(maelys_executor_t* ex,
               sizeof reasons - strlen(reasons) - 1);
       continue;
     }
+    uint64_t proved = 0;
+    char why[2048];
+    if (!proved_by(ex, name, &proved, why, sizeof why)) {
+      strncat(reasons, reasons[0] ? "; " : "",
+              sizeof reasons - strlen(reasons) - 1);
+      strncat(reasons, why, sizeof reasons - strlen(reasons) - 1);
+      continue;
+    }
+    bool fits = (need & ~proved) == 0;
+    if (fits && host_root &&
+        (strcmp(name, "bubblewrap") == 0 || strcmp(name, "landlock") == 0))
+      fits = false; /* they confine the root; a host root is posix's */
     if (fits) {
       *chosen = name;
       return 0;
     }
-    char why[2048];
     if (need & ~proved)
       missing_text(ex, name, need & ~proved, why, sizeof why);
     else
