@@ -1,7 +1,10 @@
 /* The executor: one per loop, a registry of backends with proved masks. */
+#include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cgroup.h"
 #include "internal.h"
@@ -45,6 +48,7 @@ static void executor_free(maelys_executor_t* executor) {
     free_entry(executor->backends[i]);
   free(executor->backends);
   free(executor->memory_cgroup);
+  free(executor->proof_dir);
   free(executor);
 }
 
@@ -249,7 +253,7 @@ static const struct {
   const char* name;
 } vtable_slots[] = {
     SLOT(create, 1),  SLOT(destroy, 1),     SLOT(probe, 1),
-    SLOT(prepare, 1), SLOT(status_line, 1),
+    SLOT(prepare, 1), SLOT(status_line, 1), SLOT(proof_key, 6),
 };
 #undef SLOT
 
@@ -369,6 +373,11 @@ static void run_probe(maelys__backend_entry_t* entry) {
   maelys__executor_probe_dispose(&probe);
 }
 
+static maelys_executor_result_t lookup(const maelys_executor_t* executor,
+                                       const char* name,
+                                       const maelys__backend_entry_t** out,
+                                       char** out_error);
+
 maelys_executor_result_t maelys_executor_register_backend(
     maelys_executor_t* executor, const maelys_backend_t* backend,
     const maelys_backend_options_t* options, char** out_error) {
@@ -390,9 +399,69 @@ maelys_executor_result_t maelys_executor_register_backend(
     free(entry);
     return r;
   }
-  run_probe(entry);
+  if (!maelys__proof_cache_load(executor, entry)) {
+    run_probe(entry);
+    maelys__proof_cache_store(executor, entry);
+  }
   executor->backends[executor->backend_count++] = entry;
   return MAELYS_EXECUTOR_OK;
+}
+
+maelys_executor_result_t
+maelys_executor_set_proof_cache(maelys_executor_t* executor,
+                                const char* directory, unsigned max_age_seconds,
+                                char** out_error) {
+  MAELYS__CHECK_OUT_ERROR(out_error);
+  if (executor == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                 "executor is required");
+  free(executor->proof_dir);
+  executor->proof_dir = NULL;
+  if (directory == NULL)
+    return MAELYS_EXECUTOR_OK;
+  if (directory[0] != '/')
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                 "the proof cache '%s' is not an absolute path",
+                                 directory);
+  if (mkdir(directory, 0700) != 0 && errno != EEXIST)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                 "creating the proof cache '%s': %s", directory,
+                                 strerror(errno));
+  int fd = maelys__executor_open_nofollow(directory);
+  struct stat st;
+  bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) &&
+            st.st_uid == geteuid() && (st.st_mode & 022) == 0;
+  if (fd >= 0)
+    close(fd);
+  if (!ok)
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_DENIED,
+        "the proof cache '%s' is not a directory of uid %u that nobody else "
+        "can write (reached through no symbolic link): a proof planted there "
+        "would advertise what was never proved",
+        directory, (unsigned)geteuid());
+  executor->proof_dir = maelys__executor_strdup(directory);
+  if (executor->proof_dir == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                                 "out of memory");
+  executor->proof_max_age = max_age_seconds;
+  return MAELYS_EXECUTOR_OK;
+}
+
+maelys_executor_result_t
+maelys_executor_backend_proof_cached(const maelys_executor_t* executor,
+                                     const char* name, int* out_cached,
+                                     char** out_error) {
+  MAELYS__CHECK_OUT_ERROR(out_error);
+  if (out_cached == NULL)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+                                 "out_cached is NULL");
+  *out_cached = 0;
+  const maelys__backend_entry_t* entry;
+  maelys_executor_result_t r = lookup(executor, name, &entry, out_error);
+  if (r == MAELYS_EXECUTOR_OK)
+    *out_cached = entry->proof_cached ? 1 : 0;
+  return r;
 }
 
 maelys_executor_result_t

@@ -281,6 +281,7 @@ typedef struct maelys__backend_entry {
   uint64_t proved;
   char* diagnostic;
   char* reasons[64];
+  bool proof_cached; /* proved, reasons and diagnostic came from the cache */
 } maelys__backend_entry_t;
 
 struct maelys_backend_options {
@@ -320,7 +321,17 @@ struct maelys_executor {
   unsigned char receipt_key[64];
   struct maelys__receipt_chain* chains;
   size_t chain_count, chain_capacity;
+  /* The proof cache (proof-cache.c), or NULL. */
+  char* proof_dir;
+  unsigned proof_max_age;
 };
+
+/* proof-cache.c: fills entry's proof from the cache (true) or not. */
+bool maelys__proof_cache_load(const maelys_executor_t* executor,
+                              maelys__backend_entry_t* entry);
+/* Keeps entry's proof in the cache, when it may be kept. */
+void maelys__proof_cache_store(const maelys_executor_t* executor,
+                               const maelys__backend_entry_t* entry);
 
 /* One receipt chain of an executor: the digest of its last receipt, how many
  * it has, and how many of its executions have not ended yet. */

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include <linux/openat2.h>
+#include <seccomp.h>
 
 #include "bwrap-internal.h"
 
@@ -1437,6 +1438,57 @@ static char* run_probes(bwrap_state_t* st, probe_set_t* set,
   return NULL;
 }
 
+/* ---------------------------------------------------------- proof key */
+
+/* What identifies a program's file: any rewrite or replacement, in place or
+ * not, changes one of these (a change time cannot be set back). */
+static void program_identity(const program_t* p, char* out, size_t size) {
+  struct stat st;
+  if (p->fd < 0 || fstat(p->fd, &st) != 0) {
+    snprintf(out, size, "none");
+    return;
+  }
+  snprintf(out, size,
+           "%s dev=%llu ino=%llu size=%lld mtime=%lld.%09ld ctime=%lld.%09ld "
+           "mode=%o uid=%u",
+           p->path ? p->path : "?", (unsigned long long)st.st_dev,
+           (unsigned long long)st.st_ino, (long long)st.st_size,
+           (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+           (long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec,
+           (unsigned)st.st_mode, (unsigned)st.st_uid);
+}
+
+/* The backend's part of the proof cache's key (backend.h, ABI 6). A cached
+ * proof skips bwrap_probe, so what the probe sets up for prepare is set up
+ * here too: the seccomp filters and, as root, the staging directory. A
+ * backend that cannot run here is probed every time (that is cheap). */
+static int bwrap_proof_key(void* state, char* key, size_t size) {
+  bwrap_state_t* st = state;
+  if (unusable(st) != NULL)
+    return -1;
+  for (int i = 0; i < 2; i++)
+    if (st->bpf[i] == NULL &&
+        maelys__seccomp_baseline_build(i == 1, true, &st->bpf[i],
+                                       &st->bpf_len[i], NULL) != 0)
+      return -1;
+  char* why = st->host_root ? root_preconditions(st) : NULL;
+  if (why != NULL) {
+    free(why);
+    return -1;
+  }
+  char bwrap[PATH_MAX + 256], helper[PATH_MAX + 256];
+  program_identity(&st->bwrap, bwrap, sizeof bwrap);
+  program_identity(&st->helper, helper, sizeof helper);
+  const struct scmp_version* v = seccomp_version();
+  int n = snprintf(key, size,
+                   "bwrap=%s\nhelper=%s\nstaging=%s\nidentities=%llu+%llu\n"
+                   "libseccomp=%u.%u.%u",
+                   bwrap, helper, st->staging_dir ? st->staging_dir : "-",
+                   st->identity_first, st->identity_count, v ? v->major : 0,
+                   v ? v->minor : 0, v ? v->micro : 0);
+  return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
 static maelys_executor_result_t
 bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
   bwrap_state_t* st = state;
@@ -1446,7 +1498,8 @@ bwrap_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
     return MAELYS_EXECUTOR_OK;
   }
   for (int i = 0; i < 2; i++)
-    if (maelys__seccomp_baseline_build(i == 1, true, &st->bpf[i],
+    if (st->bpf[i] == NULL &&
+        maelys__seccomp_baseline_build(i == 1, true, &st->bpf[i],
                                        &st->bpf_len[i], out_error) != 0)
       return MAELYS_EXECUTOR_ERR_UNSUPPORTED;
   char* why = st->host_root ? root_preconditions(st) : NULL;
@@ -1508,6 +1561,7 @@ static const maelys_backend_t bubblewrap_backend = {
     .probe = bwrap_probe,
     .prepare = bwrap_prepare,
     .status_line = bwrap_status_line,
+    .proof_key = bwrap_proof_key,
 };
 
 const maelys_backend_t* maelys_backend_bubblewrap(void) {

@@ -86,6 +86,31 @@ static void backend_options(maelys_backend_options_t** out, const char* option,
     maelys_backend_options_set(*out, option, path, NULL);
 }
 
+/* How long a cached proof is reused (besides any change of what it depends
+ * on, which runs the probe again at once). */
+#define PROOF_MAX_AGE_SECONDS 3600
+
+/* The proof cache, STATE/proofs (maelys_executor_set_proof_cache): a run
+ * reuses what the backends' probes proved on this host instead of running
+ * their sandboxes again; `probe` always probes, and refreshes it.
+ * MAELYS_PROOF_CACHE=off turns it off. No plan may make the state directory
+ * writable (plan_for), so no sandbox can plant a proof there. A cache that
+ * cannot be used is no error: the probes run. */
+static void use_proof_cache(const invocation_t* inv, maelys_executor_t* ex,
+                            bool refresh) {
+  const char* env = getenv("MAELYS_PROOF_CACHE");
+  if (env != NULL && strcmp(env, "off") == 0)
+    return;
+  char state[PATH_MAX], dir[PATH_MAX + 16];
+  cli_error_t ignored = {0};
+  if (warden_state_dir(inv, state, sizeof state, &ignored) != 0 ||
+      warden_mkdir_private(state) != 0)
+    return;
+  snprintf(dir, sizeof dir, "%s/proofs", state);
+  maelys_executor_set_proof_cache(ex, dir, refresh ? 0 : PROOF_MAX_AGE_SECONDS,
+                                  NULL);
+}
+
 static int register_backend(maelys_executor_t* ex, const char* name,
                             cli_error_t* err) {
   const maelys_backend_t* b =
@@ -388,6 +413,7 @@ int warden_probe(const invocation_t* inv) {
   cli_error_t err = {0};
   err.command = "probe";
   maelys_executor_create(&loop, &ex, NULL);
+  use_proof_cache(inv, ex, true);
   json_t* backends = json_array();
   char text[16384] = "";
   for (size_t i = 0; backend_order[i]; i++) {
@@ -804,6 +830,7 @@ static int launch_prepare(const invocation_t* inv, uv_loop_t* loop,
   if (choose_io(inv, &l->io, err) != 0)
     return -1;
   l->policy_read = true;
+  use_proof_cache(inv, l->ex, false);
   if (warden_policy_from(inv, &l->policy, err) != 0 ||
       register_backends(l->ex, cli_value(inv, "--backend"), err) != 0 ||
       plan_for(inv, l->ex, &l->policy, &l->plan, l->receipts, err) != 0)
@@ -1036,8 +1063,13 @@ static void start_io(run_state_t* st, const io_choice_t* io, bool raw) {
   st->relay = relay_start(st->loop, socket, raw);
 }
 
-/* What the run keeps of its workspace (--trace), and how on landlock. */
+/* The backend and where its proof came from, what the run keeps of its
+ * workspace (--trace), and how on landlock. */
 static void say_protection(const say_t* s, const launch_t* l) {
+  int cached = 0;
+  maelys_executor_backend_proof_cached(l->ex, l->backend, &cached, NULL);
+  trace(s, "backend %s (%s)", l->backend,
+        cached ? "its proof from the cache" : "probed now");
   for (size_t i = 0; i < l->policy.protection->count; i++)
     trace(s, "protected %s (%s)", l->policy.protection->items[i].path,
           warden_protect_kind_name(l->policy.protection->items[i].kind));
@@ -1073,7 +1105,6 @@ int warden_run(const invocation_t* inv) {
   char* digest = NULL;
   maelys_executor_plan_digest(l.plan, &digest, NULL);
   trace(&say, "plan %s", digest);
-  trace(&say, "backend %s", l.backend);
   say_protection(&say, &l);
   uint64_t need = 0;
   maelys_executor_plan_required_capabilities(l.plan, &need, NULL);

@@ -31,7 +31,11 @@
 extern "C" {
 #endif
 
-/* ABI 5: the denial event (MAELYS_BACKEND_EVENT_DENIAL), which grows the
+/* ABI 6: the proof_key slot, with which the core keeps what a probe proved
+ * in the host's proof cache (maelys_executor_set_proof_cache) and reuses it
+ * while nothing the proof depends on changed; a backend without it is
+ * probed at every registration, as before.
+ * ABI 5: the denial event (MAELYS_BACKEND_EVENT_DENIAL), which grows the
  * event struct at its end; the core owns the struct a status_line fills, so
  * a backend of an earlier ABI still registers (and reports no denial).
  * ABI 4: the terminal rendezvous (MAELYS_BACKEND_FD_TERMINAL) and the
@@ -43,7 +47,7 @@ extern "C" {
  * ABI 2: the lifeline descriptor, pid-namespace launches, the execution's
  * memory cgroup, images executed from a descriptor and the identity event;
  * every addition is at the end of its enum, flag set or struct. */
-#define MAELYS_BACKEND_ABI_VERSION 5
+#define MAELYS_BACKEND_ABI_VERSION 6
 
 #if defined(__GNUC__)
 #define MAELYS_BACKEND_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -150,6 +154,16 @@ struct maelys_backend {
    * line (without its newline) of the status channel. */
   void (*status_line)(void* state, const char* line, size_t length,
                       maelys_backend_event_t* out_event);
+
+  /* ABI 6. Optional: writes into `key` (a NUL-terminated text of at most
+   * `size` bytes) what the outcome of this backend's probe depends on
+   * besides the host facts the core adds itself (kernel, boot, uid, cgroups,
+   * user-namespace sysctls, LSMs: see maelys_executor_set_proof_cache): the
+   * identity of every program the probe runs (device, inode, size,
+   * modification and change times -- any rewrite or replacement changes
+   * them), its options. Returns 0, or -1 when this probe's outcome must not
+   * be reused (then it runs at every registration). */
+  int (*proof_key)(void* state, char* key, size_t size);
 
   /* Slots of later ABI versions go here, each marked with its version. */
 };

@@ -45,7 +45,9 @@
 extern "C" {
 #endif
 
-/* The ABI generation of this header. ABI 13: what the sandbox refused
+/* The ABI generation of this header. ABI 14: the proof cache
+ * (maelys_executor_set_proof_cache, maelys_executor_backend_proof_cached).
+ * ABI 13: what the sandbox refused
  * (maelys_execution_on_denial, the receipt's "denials" section). ABI 12: the
  * pseudo-terminal io mode (MAELYS_EXEC_IO_TTY, the TERMINAL stream,
  * maelys_execution_wait_terminal, maelys_execution_resize) and the stdin mode
@@ -54,7 +56,7 @@ extern "C" {
  * ceilings (maelys_executor_plan_set_limit) and the LIMIT_TASKS/LIMIT_MEMORY
  * capability bits. ABI 10 owns maelys_executor_plan_t (seeds/000); ABI 9
  * introduced the EPHEMERAL_WRITE root capability bit. */
-#define MAELYS_EXECUTOR_ABI_VERSION 13
+#define MAELYS_EXECUTOR_ABI_VERSION 14
 
 #define MAELYS_EXECUTOR_VERSION_MAJOR 0
 #define MAELYS_EXECUTOR_VERSION_MINOR 10
@@ -639,6 +641,33 @@ maelys_backend_options_key(const maelys_backend_options_t* options,
                            size_t index);
 MAELYS_EXECUTOR_API void
 maelys_backend_options_destroy(maelys_backend_options_t* options);
+
+/*
+ * Keeps what each backend's probe proved in `directory` (absolute; created
+ * 0700 if absent; it and its records must belong to this process's effective
+ * uid and be writable by nobody else, or they are not used) and, at a later
+ * registration, reuses a record no older than `max_age_seconds` whose key is
+ * unchanged instead of running the probe's sandboxes again. The key is the
+ * backend's own (its proof_key slot, backend ABI 6: the identities of the
+ * programs its probe runs) and the host's (library version, kernel release
+ * and version, boot id, effective uid and gid, this process's cgroups, the
+ * user-namespace sysctls, the active LSMs, the seccomp actions): any change
+ * runs the probe again. A probe that proved nothing is not kept. With
+ * `max_age_seconds` 0, records are written but never read (a fresh probe
+ * that refreshes them). Choose a directory no sandbox can ever write: a
+ * proof planted there would advertise what was never proved. Call before
+ * registering; `directory` NULL turns the cache off.
+ */
+MAELYS_EXECUTOR_API maelys_executor_result_t maelys_executor_set_proof_cache(
+    maelys_executor_t* executor, const char* directory,
+    unsigned max_age_seconds, char** out_error);
+
+/* Whether the registration of `name` reused a cached proof (*out_cached 1)
+ * or ran its probe (0). */
+MAELYS_EXECUTOR_API maelys_executor_result_t
+maelys_executor_backend_proof_cached(const maelys_executor_t* executor,
+                                     const char* name, int* out_cached,
+                                     char** out_error);
 
 /*
  * Registers `backend` (borrowed; must outlive the executor) under its name

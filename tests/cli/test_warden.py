@@ -8,6 +8,8 @@ from ../shared/agent-cli-v2 at test time (never copied into the project).
 """
 import hashlib
 import json
+import tempfile
+import re
 import os
 import shutil
 import signal
@@ -20,6 +22,52 @@ from wardentest import ARGS, WardenCase, jsonschema, main
 
 class Warden(WardenCase):
     # ------------------------------------------------------- agent-cli/v2
+
+    def test_proof_cache(self):
+        """A run reuses what the backend's probe proved on this host (kept
+        in STATE/proofs, the user's alone); `probe` always probes and
+        refreshes it; MAELYS_PROOF_CACHE=off turns it off; a process under
+        another seccomp filter (a container, here the no-userns wrapper)
+        does not reuse a proof made outside it."""
+        state = tempfile.mkdtemp(dir=self.tmp, prefix="state-")
+        env = self.env(XDG_STATE_HOME=state)
+
+        def source(env, wrapper=()):
+            p = subprocess.run(list(wrapper) + [ARGS.warden, "run", "--rw",
+                               "--trace", "--", "/bin/true"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=env, cwd=self.ws, timeout=120)
+            err = p.stderr.decode(errors="replace")
+            m = re.search(r"backend (\S+) \(([^)]*)\)", err)
+            if wrapper:
+                # Bubblewrap cannot run there: landlock runs, or the run
+                # is refused (as root a workspace of root's is refused).
+                return (m.group(1), m.group(2)) if m else (None, err)
+            self.assertIsNotNone(m, err)
+            return m.group(1), m.group(2)
+
+        self.assertEqual(source(env), ("bubblewrap", "probed now"))
+        self.assertEqual(source(env),
+                         ("bubblewrap", "its proof from the cache"))
+        proofs = os.path.join(state, "maelys", "proofs")
+        self.assertEqual(os.stat(proofs).st_mode & 0o777, 0o700)
+        records = os.listdir(proofs)
+        self.assertEqual(len(records), 1, records)
+        record = os.path.join(proofs, records[0])
+        st = os.stat(record)
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (os.getuid(), 0o600))
+        self.assertEqual(source(self.env(XDG_STATE_HOME=state,
+                                         MAELYS_PROOF_CACHE="off")),
+                         ("bubblewrap", "probed now"))
+        before = os.stat(record).st_mtime_ns
+        time.sleep(0.01)
+        self.warden("probe", env=env, check=0)
+        self.assertGreater(os.stat(record).st_mtime_ns, before)
+        wrapper = os.path.join(os.path.dirname(ARGS.fixture),
+                               "maelys-no-userns")
+        backend, how = source(env, [wrapper])
+        self.assertNotIn("from the cache", how)
+        self.assertNotEqual(backend, "bubblewrap", how)
 
     def test_describe_validates(self):
         forms = [["describe"], ["describe", "--summary"],

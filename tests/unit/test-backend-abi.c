@@ -39,6 +39,11 @@
   (offsetof(maelys_backend_t, status_line) +                                   \
    sizeof(((maelys_backend_t*)0)->status_line))
 
+/* ABI 6 adds proof_key. */
+#define ABI6_SIZE                                                              \
+  (offsetof(maelys_backend_t, proof_key) +                                     \
+   sizeof(((maelys_backend_t*)0)->proof_key))
+
 static int probes;
 
 static maelys_executor_result_t
@@ -113,7 +118,8 @@ static void test_older_abi_versions_register(void** state) {
     maelys_executor_t* ex = NULL;
     assert_int_equal(maelys_executor_create(&loop, &ex, NULL), 0);
     guarded_t g;
-    guarded_init(&g, version, ABI1_SIZE);
+    /* Slots up to ABI 5 are ABI 1's; ABI 6 adds proof_key. */
+    guarded_init(&g, version, version >= 6 ? ABI6_SIZE : ABI1_SIZE);
     probes = 0;
     char* err = NULL;
     if (maelys_executor_register_backend(ex, g.vt, NULL, &err) != 0)
@@ -252,10 +258,171 @@ static void test_sdk_services(void** state) {
   assert_int_equal(maelys_backend_host_root() != 0, geteuid() == 0 && initial);
 }
 
+/* ------------------------------------------------------------ proof cache */
+
+static char cache_key[64] = "helper=1";
+static uint64_t cache_proves = MAELYS_BACKEND_CAP_SECCOMP;
+
+static int keyed_proof_key(void* state, char* key, size_t size) {
+  (void)state;
+  snprintf(key, size, "%s", cache_key);
+  return cache_key[0] == '\0' ? -1 : 0;
+}
+
+static maelys_executor_result_t
+keyed_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
+  (void)state;
+  (void)out_error;
+  probes++;
+  maelys_backend_probe_prove(probe, cache_proves);
+  maelys_backend_probe_missing(probe, MAELYS_BACKEND_CAP_NETWORK_NONE,
+                               "no network here");
+  return MAELYS_EXECUTOR_OK;
+}
+
+static const maelys_backend_t keyed = {
+    .abi_version = 6,
+    .struct_size = sizeof(maelys_backend_t),
+    .name = "keyed",
+    .create = old_create,
+    .probe = keyed_probe,
+    .prepare = old_prepare,
+    .proof_key = keyed_proof_key,
+};
+
+/* Registers `vt` on a new executor with the cache `dir` (max age `age`):
+ * whether the proof came from the cache; *mask what it proved. */
+static int register_cached(const maelys_backend_t* vt, const char* dir,
+                           unsigned age, uint64_t* mask, char** why) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  maelys_executor_t* ex = NULL;
+  assert_int_equal(maelys_executor_create(&loop, &ex, NULL), 0);
+  char* err = NULL;
+  if (maelys_executor_set_proof_cache(ex, dir, age, &err) != 0)
+    fail_msg("set_proof_cache: %s", err);
+  if (maelys_executor_register_backend(ex, vt, NULL, &err) != 0)
+    fail_msg("register: %s", err);
+  int cached = -1;
+  assert_int_equal(
+      maelys_executor_backend_proof_cached(ex, vt->name, &cached, NULL), 0);
+  assert_int_equal(
+      maelys_executor_backend_capabilities(ex, vt->name, mask, NULL), 0);
+  if (why != NULL)
+    assert_int_equal(
+        maelys_executor_backend_missing_reason(
+            ex, vt->name, MAELYS_BACKEND_CAP_NETWORK_NONE, why, NULL),
+        0);
+  assert_int_equal(maelys_executor_destroy(ex, NULL), 0);
+  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  return cached;
+}
+
+/* The one record of the cache directory `dir` (its path into `out`). */
+static void only_record(const char* dir, char* out, size_t size) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "ls %s/keyed-*.json", dir);
+  FILE* f = popen(cmd, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(out, (int)size, f));
+  out[strcspn(out, "\n")] = '\0';
+  pclose(f);
+}
+
+static void test_proof_cache(void** state) {
+  (void)state;
+  char dir[] = "/tmp/maelys-proof-test-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char cache[128], record[512];
+  snprintf(cache, sizeof cache, "%s/proofs", dir);
+  uint64_t mask = 0;
+  char* why = NULL;
+  snprintf(cache_key, sizeof cache_key, "helper=1");
+  cache_proves = MAELYS_BACKEND_CAP_SECCOMP;
+
+  /* First registration probes and keeps the proof; the next reuses it,
+   * with the reasons of what was not proved. */
+  probes = 0;
+  assert_int_equal(register_cached(&keyed, cache, 3600, &mask, NULL), 0);
+  assert_int_equal(probes, 1);
+  assert_int_equal(register_cached(&keyed, cache, 3600, &mask, &why), 1);
+  assert_int_equal(probes, 1);
+  assert_int_equal(mask, MAELYS_BACKEND_CAP_SECCOMP);
+  assert_string_equal(why, "no network here");
+  maelys_executor_string_free(why);
+  why = NULL;
+  struct stat st;
+  assert_int_equal(stat(cache, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0700);
+
+  /* What the proof depends on changed (the backend's key): probed again. */
+  snprintf(cache_key, sizeof cache_key, "helper=2");
+  assert_int_equal(register_cached(&keyed, cache, 3600, &mask, NULL), 0);
+  assert_int_equal(probes, 2);
+  assert_int_equal(register_cached(&keyed, cache, 3600, &mask, NULL), 1);
+  assert_int_equal(probes, 2);
+
+  /* Max age 0: always probed (and the record refreshed). */
+  assert_int_equal(register_cached(&keyed, cache, 0, &mask, NULL), 0);
+  assert_int_equal(probes, 3);
+
+  /* A record anybody else could have written is not trusted. */
+  char rm[600];
+  snprintf(rm, sizeof rm, "rm -f %s/keyed-*.json", cache);
+  assert_int_equal(system(rm), 0);
+  assert_int_equal(register_cached(&keyed, cache, 3600, &mask, NULL), 0);
+  only_record(cache, record, sizeof record);
+  assert_int_equal(chmod(record, 0666), 0);
+  assert_int_equal(register_cached(&keyed, cache, 3600, &mask, NULL), 0);
+  /* ... and a planted one (a symbolic link to a record) neither. */
+  char elsewhere[600];
+  snprintf(elsewhere, sizeof elsewhere, "%s/elsewhere.json", dir);
+  assert_int_equal(rename(record, elsewhere), 0);
+  assert_int_equal(symlink(elsewhere, record), 0);
+  int before = probes;
+  assert_int_equal(register_cached(&keyed, cache, 3600, &mask, NULL), 0);
+  assert_int_equal(probes, before + 1);
+  /* A forged record (another mask, same key) under the right owner is
+   * still the user's own: what the cache guards against is other users
+   * and sandboxes, by the directory's and the record's owner and mode. */
+
+  /* A probe that proved nothing is not kept. */
+  assert_int_equal(system(rm), 0);
+  cache_proves = 0;
+  assert_int_equal(register_cached(&keyed, cache, 3600, &mask, NULL), 0);
+  assert_int_equal(register_cached(&keyed, cache, 3600, &mask, NULL), 0);
+  cache_proves = MAELYS_BACKEND_CAP_SECCOMP;
+
+  /* A backend without a key (or whose key is refused) is always probed. */
+  cache_key[0] = '\0';
+  before = probes;
+  assert_int_equal(register_cached(&keyed, cache, 3600, &mask, NULL), 0);
+  assert_int_equal(register_cached(&keyed, cache, 3600, &mask, NULL), 0);
+  assert_int_equal(probes, before + 2);
+
+  /* A cache directory others can write is refused, naming why. */
+  assert_int_equal(chmod(cache, 0777), 0);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  maelys_executor_t* ex = NULL;
+  assert_int_equal(maelys_executor_create(&loop, &ex, NULL), 0);
+  BAD(maelys_executor_set_proof_cache(ex, cache, 60, &err),
+      MAELYS_EXECUTOR_ERR_DENIED, "nobody else can write");
+  BAD(maelys_executor_set_proof_cache(ex, "relative", 60, &err),
+      MAELYS_EXECUTOR_ERR_ARGUMENT, "not an absolute path");
+  assert_int_equal(maelys_executor_destroy(ex, NULL), 0);
+  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  snprintf(rm, sizeof rm, "rm -rf %s", dir);
+  assert_int_equal(system(rm), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_older_abi_versions_register),
       cmocka_unit_test(test_abi_refusals),
+      cmocka_unit_test(test_proof_cache),
       cmocka_unit_test(test_probe_run_refusals),
       cmocka_unit_test(test_sdk_services),
   };
