@@ -199,8 +199,13 @@ bool maelys__proof_cache_load(const maelys_executor_t* executor,
   if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
       st.st_uid == geteuid() && (st.st_mode & 022) == 0 &&
       st.st_size < PROOF_MAX_BYTES) {
+    /* Read whole: jansson's json_loadfd reads one byte per call. */
+    char* buf = malloc((size_t)st.st_size + 1);
+    ssize_t n = buf != NULL ? read(fd, buf, (size_t)st.st_size) : -1;
     json_error_t jerr;
-    doc = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+    if (n == (ssize_t)st.st_size)
+      doc = json_loadb(buf, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+    free(buf);
   }
   const char *format = NULL, *stored_key = NULL, *mask = NULL;
   json_int_t written = 0;

@@ -762,6 +762,23 @@ map_launcher_fds(maelys_backend_launch_t* launch, int limit, bool tty,
   return r;
 }
 
+/* A sealed memfd of the shared seccomp baseline for network allowed or
+ * denied, or a negative errno (-ENOEXEC: it could not be compiled) with
+ * *out_error. Compiled on first use, once per variant: libseccomp's
+ * compilation is most of what a launch costs the host process. */
+static int seccomp_memfd(bwrap_state_t* st, bool deny_net, char** out_error) {
+  if (st->bpf[deny_net] == NULL &&
+      maelys__seccomp_baseline_build(deny_net, true, &st->bpf[deny_net],
+                                     &st->bpf_len[deny_net], out_error) != 0)
+    return -ENOEXEC;
+  int fd =
+      sealed_memfd("maelys-seccomp", st->bpf[deny_net], st->bpf_len[deny_net]);
+  if (fd < 0)
+    maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                        "creating the seccomp memfd: %s", strerror(-fd));
+  return fd;
+}
+
 static maelys_executor_result_t
 bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
               const maelys_execution_request_t* request,
@@ -857,10 +874,10 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
     goto out;
   bool deny_net =
       maelys_executor_plan_network(plan) != MAELYS_EXECUTOR_NETWORK_INHERIT;
-  fd = sealed_memfd("maelys-seccomp", st->bpf[deny_net], st->bpf_len[deny_net]);
+  fd = seccomp_memfd(st, deny_net, out_error);
   if (fd < 0) {
-    r = maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
-                            "creating the seccomp memfd: %s", strerror(-fd));
+    r = fd == -ENOEXEC ? MAELYS_EXECUTOR_ERR_UNSUPPORTED
+                       : MAELYS_EXECUTOR_ERR_IO;
     goto out;
   }
   if ((r = add_extra(launch, fd, seccomp_fd, out_error)) != MAELYS_EXECUTOR_OK)
@@ -1460,17 +1477,13 @@ static void program_identity(const program_t* p, char* out, size_t size) {
 
 /* The backend's part of the proof cache's key (backend.h, ABI 6). A cached
  * proof skips bwrap_probe, so what the probe sets up for prepare is set up
- * here too: the seccomp filters and, as root, the staging directory. A
- * backend that cannot run here is probed every time (that is cheap). */
+ * here too: as root, the staging directory (the seccomp filters are
+ * compiled by prepare when first needed). A backend that cannot run here is
+ * probed every time (that is cheap). */
 static int bwrap_proof_key(void* state, char* key, size_t size) {
   bwrap_state_t* st = state;
   if (unusable(st) != NULL)
     return -1;
-  for (int i = 0; i < 2; i++)
-    if (st->bpf[i] == NULL &&
-        maelys__seccomp_baseline_build(i == 1, true, &st->bpf[i],
-                                       &st->bpf_len[i], NULL) != 0)
-      return -1;
   char* why = st->host_root ? root_preconditions(st) : NULL;
   if (why != NULL) {
     free(why);

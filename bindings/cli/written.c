@@ -40,8 +40,12 @@
 
 static char g_state[PATH_MAX];
 
+static json_t* g_loaded;
+
 void warden_written_use(const char* state_dir) {
   snprintf(g_state, sizeof g_state, "%s", state_dir ? state_dir : "");
+  json_decref(g_loaded);
+  g_loaded = NULL;
 }
 
 static bool within(const char* path, const char* base) {
@@ -52,7 +56,19 @@ static bool within(const char* path, const char* base) {
 }
 
 /* The recorded entries, or NULL when there are none (an absent record). */
+/* g_loaded: the record as last read by this process (a reference each
+ * caller drops), read again after this process appended to it. */
+
+static json_t* load_file(cli_error_t* err, bool* failed);
+
 static json_t* load(cli_error_t* err, bool* failed) {
+  *failed = false;
+  if (g_loaded == NULL)
+    g_loaded = load_file(err, failed);
+  return json_incref(g_loaded);
+}
+
+static json_t* load_file(cli_error_t* err, bool* failed) {
   *failed = false;
   if (g_state[0] == '\0')
     return NULL;
@@ -97,9 +113,6 @@ static json_t* load(cli_error_t* err, bool* failed) {
   return all;
 }
 
-/* Whether `path` (absolute, no link) is inside the directory or file with
- * identity dev/ino: its nearest existing ancestor (itself included) walked up
- * through "..". */
 /* The birth time of what `fd` (or `path` relative to it) names, as
  * nanoseconds, or -1 where the file system does not keep one. With the
  * device and inode it names one directory for good: an inode number is
@@ -119,8 +132,29 @@ static bool same(const struct stat* st, int fd, dev_t dev, ino_t ino,
          birth(fd, "", AT_EMPTY_PATH) == born;
 }
 
-static bool inside_by_identity(const char* path, dev_t dev, ino_t ino,
-                               long long born) {
+/* What `path` (absolute, no link) lies in, by identity: itself when it is a
+ * file, then its nearest existing directory and every directory above it,
+ * walked up through "..". */
+typedef struct id_chain {
+  struct {
+    dev_t dev;
+    ino_t ino;
+    long long born;
+  } at[256];
+  size_t count;
+} id_chain_t;
+
+static void chain_add(id_chain_t* c, int fd, const struct stat* st) {
+  if (c->count < sizeof c->at / sizeof c->at[0]) {
+    c->at[c->count].dev = st->st_dev;
+    c->at[c->count].ino = st->st_ino;
+    c->at[c->count].born = birth(fd, "", AT_EMPTY_PATH);
+    c->count++;
+  }
+}
+
+static void identity_chain(const char* path, id_chain_t* c) {
+  c->count = 0;
   char probe[PATH_MAX];
   snprintf(probe, sizeof probe, "%s", path);
   struct stat st;
@@ -136,23 +170,18 @@ static bool inside_by_identity(const char* path, dev_t dev, ino_t ino,
   /* A file: itself (a recorded writable file), then up from its directory
    * (".." of a file is ENOTDIR). */
   if (fd >= 0 && fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) {
-    bool itself = same(&st, fd, dev, ino, born);
+    chain_add(c, fd, &st);
     close(fd);
-    if (itself)
-      return true;
     char* slash = strrchr(probe, '/');
     if (slash == NULL)
-      return false;
+      return;
     *(slash == probe ? slash + 1 : slash) = '\0';
     fd = open(probe, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
   }
   for (int depth = 0; fd >= 0 && depth < 256; depth++) {
     if (fstat(fd, &st) != 0)
       break;
-    if (same(&st, fd, dev, ino, born)) {
-      close(fd);
-      return true;
-    }
+    chain_add(c, fd, &st);
     int parent = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
     struct stat ps;
     bool top = parent < 0 || fstat(parent, &ps) != 0 ||
@@ -164,6 +193,13 @@ static bool inside_by_identity(const char* path, dev_t dev, ino_t ino,
   }
   if (fd >= 0)
     close(fd);
+}
+
+static bool in_chain(const id_chain_t* c, dev_t dev, ino_t ino,
+                     long long born) {
+  for (size_t i = 0; i < c->count; i++)
+    if (c->at[i].dev == dev && c->at[i].ino == ino && c->at[i].born == born)
+      return true;
   return false;
 }
 
@@ -176,6 +212,9 @@ int warden_written_check(const char* option, const char* path, const char* what,
   size_t i;
   json_t* e;
   int rc = 0;
+  /* Walked once; each recorded identity is then looked up in it. */
+  static id_chain_t chain;
+  bool walked = false;
   json_array_foreach(all, i, e) {
     const char* w = json_string_value(json_object_get(e, "path"));
     json_t* dev = json_object_get(e, "dev");
@@ -187,10 +226,14 @@ int warden_written_check(const char* option, const char* path, const char* what,
     /* By identity only with a birth time: without one a reused inode
      * number would match. */
     if (!in && json_is_integer(dev) && json_is_integer(ino) &&
-        json_is_integer(born))
-      in = inside_by_identity(path, (dev_t)json_integer_value(dev),
-                              (ino_t)json_integer_value(ino),
-                              (long long)json_integer_value(born));
+        json_is_integer(born)) {
+      if (!walked)
+        identity_chain(path, &chain);
+      walked = true;
+      in = in_chain(&chain, (dev_t)json_integer_value(dev),
+                    (ino_t)json_integer_value(ino),
+                    (long long)json_integer_value(born));
+    }
     if (!in)
       continue;
     /* A kept path counts only while it is still the very directory that
@@ -308,6 +351,8 @@ int warden_written_record(const maelys_executor_plan_t* plan,
   json_decref(known);
   int rc = 0;
   if (json_array_size(fresh) > 0) {
+    json_decref(g_loaded);
+    g_loaded = NULL;
     if (warden_mkdir_private(g_state) != 0) {
       json_decref(fresh);
       return cli_fail(err, "IO_FAILED", "Give a writable --state-dir.",
