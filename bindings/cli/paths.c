@@ -274,6 +274,20 @@ void warden_protect_defaults(warden_protected_t* list, const char* state_dir,
   }
   warden_protect(list, "the state directory (receipts, signing key)",
                  state_dir);
+  /* The default state directories too, whichever this run uses: a run with
+   * --state-dir elsewhere must not make the default one writable, where a
+   * later run's proofs, record of writable paths and signing key live (an
+   * adversarial review planted a proof that way). */
+  const char* xdg_state = getenv("XDG_STATE_HOME");
+  char state[PATH_MAX];
+  if (xdg_state != NULL && xdg_state[0] == '/') {
+    snprintf(state, sizeof state, "%.4000s/maelys", xdg_state);
+    warden_protect(list, "the default state directory", state);
+  }
+  if (home != NULL && home[0] == '/') {
+    snprintf(state, sizeof state, "%.4000s/.local/state/maelys", home);
+    warden_protect(list, "the default state directory", state);
+  }
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) {

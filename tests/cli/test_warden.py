@@ -63,6 +63,17 @@ class Warden(WardenCase):
         time.sleep(0.01)
         self.warden("probe", env=env, check=0)
         self.assertGreater(os.stat(record).st_mtime_ns, before)
+        # A run with its state elsewhere cannot make the default state
+        # directory (where these proofs live) writable: it could plant a
+        # proof for the next run (adversarial review).
+        alt = tempfile.mkdtemp(dir=self.tmp, prefix="alt-")
+        p = self.warden("run", "--rw", "--state-dir", alt, "--receipt-dir",
+                        os.path.join(alt, "r"), "--workspace",
+                        os.path.join(state, "maelys"), "--", "/bin/true",
+                        env=self.env(XDG_STATE_HOME=state,
+                                     MAELYS_CLI_FORMAT="json"))
+        err = self.failure(p, "ACCESS_DENIED")
+        self.assertIn("the default state directory", err["message"])
         wrapper = os.path.join(os.path.dirname(ARGS.fixture),
                                "maelys-no-userns")
         backend, how = source(env, [wrapper])

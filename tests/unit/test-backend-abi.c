@@ -330,6 +330,30 @@ static void only_record(const char* dir, char* out, size_t size) {
   pclose(f);
 }
 
+/* Rewrites the value of `field` in the record at `path` (compact JSON) to
+ * `value`, in place, keeping the record's owner and mode. */
+static void rewrite_field(const char* path, const char* field,
+                          const char* value) {
+  char buf[8192], out[8192], pat[64];
+  FILE* f = fopen(path, "r");
+  assert_non_null(f);
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  snprintf(pat, sizeof pat, "\"%s\":", field);
+  char* at = strstr(buf, pat);
+  assert_non_null(at);
+  char* v = at + strlen(pat);
+  char* end = v;
+  while (*end != ',' && *end != '}')
+    end++;
+  snprintf(out, sizeof out, "%.*s%s%s", (int)(v - buf), buf, value, end);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(out, f);
+  fclose(f);
+}
+
 static void test_proof_cache(void** state) {
   (void)state;
   char dir[] = "/tmp/maelys-proof-test-XXXXXX";
@@ -386,6 +410,21 @@ static void test_proof_cache(void** state) {
   /* A forged record (another mask, same key) under the right owner is
    * still the user's own: what the cache guards against is other users
    * and sandboxes, by the directory's and the record's owner and mode. */
+
+  /* A record whose fields were tampered with is not used: a mask that is
+   * not plain hexadecimal, a date that would overflow the age check. */
+  assert_int_equal(system(rm), 0);
+  assert_int_equal(register_cached(&keyed, cache, 3600, &mask, NULL), 0);
+  only_record(cache, record, sizeof record);
+  rewrite_field(record, "proved", "\"-1\"");
+  assert_int_equal(register_cached(&keyed, cache, 3600, &mask, NULL), 0);
+  assert_int_equal(mask, MAELYS_BACKEND_CAP_SECCOMP);
+  rewrite_field(record, "written", "-9223372036854775808");
+  assert_int_equal(register_cached(&keyed, cache, 3600, &mask, NULL), 0);
+  /* A FIFO at the record's name does not hang the registration. */
+  assert_int_equal(unlink(record), 0);
+  assert_int_equal(mkfifo(record, 0600), 0);
+  assert_int_equal(register_cached(&keyed, cache, 3600, &mask, NULL), 0);
 
   /* A probe that proved nothing is not kept. */
   assert_int_equal(system(rm), 0);
