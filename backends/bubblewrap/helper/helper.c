@@ -759,8 +759,8 @@ static int nss_answer(pid_t pid) {
  * be taken along with it) when the identity is not free, 0 when it is, or a
  * negative errno.
  */
-static int scan_processes(uid_t uid, gid_t gid, char* why, size_t size,
-                          id_span_t* span) {
+static int identity_conflict(uid_t uid, gid_t gid, char* why, size_t size,
+                             id_span_t* span) {
   span->first = uid;
   span->count = 1;
   struct stat self_ns;
@@ -835,24 +835,16 @@ static int scan_processes(uid_t uid, gid_t gid, char* why, size_t size,
     }
   }
   closedir(d);
-  return found;
-}
-
-/* The whole check of the comment above: the processes and the databases. */
-static int identity_conflict(uid_t uid, gid_t gid, char* why, size_t size,
-                             id_span_t* span) {
+  if (found)
+    return 1;
   /* The user and group databases: an id that names a user or a group is
-   * someone's, whether or not a process has it now. Both asked at once,
-   * and while the processes are scanned: each getent loads the NSS
-   * modules, which costs more than the lookup (milliseconds, on every
-   * launch as root). */
+   * someone's, whether or not a process has it now. */
+  /* Both asked at once: each getent loads the NSS modules, which costs
+   * more than the lookup (about 15 ms here, on every launch as root). */
   pid_t user = nss_ask("passwd", uid);
   pid_t group = nss_ask("group", gid);
-  int found = scan_processes(uid, gid, why, size, span);
   int known = nss_answer(user);
   int known_group = nss_answer(group);
-  if (found != 0)
-    return found;
   if (known == 1)
     snprintf(why, size, "uid %u names a user in the user database",
              (unsigned)uid);
