@@ -680,17 +680,16 @@ static bool map_holds(const char* text, unsigned long long id, id_span_t* out) {
 }
 
 /*
- * Whether the NSS database `db` ("passwd" or "group") has an entry for `id`
- * (nss_ask, then nss_answer: 1, 0, or a negative errno). Asked through
- * getent(1), not getpwuid_r(): this helper is linked statically, and glibc then
- * loads the NSS modules (systemd's, sss's) into a static process, where they
- * crash (seen: _nss_systemd_is_blocked, SIGSEGV). getent is a root-owned system
- * program, checked like bwrap and run from that descriptor, with an empty
+ * Whether the NSS database `db` ("passwd" or "group") has an entry for `id`:
+ * 1, 0, or a negative errno. Asked through getent(1), not getpwuid_r():
+ * this helper is linked statically, and glibc then loads the NSS modules
+ * (systemd's, sss's) into a static process, where they crash (seen:
+ * _nss_systemd_is_blocked, SIGSEGV). getent is a root-owned system program,
+ * checked like bwrap and run from that descriptor, with an empty
  * environment and its output discarded (this process's stderr is the status
  * channel).
  */
-/* Starts getent(1) on `db` and `id`: its pid, or a negative errno. */
-static pid_t nss_ask(const char* db, unsigned long long id) {
+static int nss_knows(const char* db, unsigned long long id) {
   static const char* const places[] = {"/usr/bin/getent", "/bin/getent"};
   int fd = -1;
   for (size_t i = 0; i < 2 && fd < 0; i++)
@@ -721,13 +720,6 @@ static pid_t nss_ask(const char* db, unsigned long long id) {
     _exit(127);
   }
   close(fd);
-  return pid;
-}
-
-/* getent's answer: 1 found, 0 no such key, or a negative errno. */
-static int nss_answer(pid_t pid) {
-  if (pid < 0)
-    return pid;
   int status;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR)
@@ -754,7 +746,7 @@ static int nss_answer(pid_t pid) {
  *     process's own (whose map is the identity): a mapped range covers host
  *     ids some process of that namespace can take at any time, even if none
  *     runs as them yet;
- * and the user and group databases (NSS, see nss_ask), which name ids no
+ * and the user and group databases (NSS, see nss_knows), which name ids no
  * process holds yet. Returns 1 with `why` (and, in *span, the host ids known to
  * be taken along with it) when the identity is not free, 0 when it is, or a
  * negative errno.
@@ -839,17 +831,12 @@ static int identity_conflict(uid_t uid, gid_t gid, char* why, size_t size,
     return 1;
   /* The user and group databases: an id that names a user or a group is
    * someone's, whether or not a process has it now. */
-  /* Both asked at once: each getent loads the NSS modules, which costs
-   * more than the lookup (about 15 ms here, on every launch as root). */
-  pid_t user = nss_ask("passwd", uid);
-  pid_t group = nss_ask("group", gid);
-  int known = nss_answer(user);
-  int known_group = nss_answer(group);
+  int known = nss_knows("passwd", uid);
   if (known == 1)
     snprintf(why, size, "uid %u names a user in the user database",
              (unsigned)uid);
   if (known == 0) {
-    known = known_group;
+    known = nss_knows("group", gid);
     if (known == 1)
       snprintf(why, size, "gid %u names a group in the group database",
                (unsigned)gid);
