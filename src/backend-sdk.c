@@ -5,6 +5,7 @@
  * and the core format, allocate and resolve alike.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -60,6 +61,17 @@ int maelys_backend_open_nofollow(const char* path) {
     return -ELOOP;
   }
   return fd;
+}
+
+int maelys_backend_open_dir_nofollow(const char* path) {
+  int fd = maelys_backend_open_nofollow(path);
+  if (fd < 0)
+    return fd;
+  /* An O_PATH descriptor serves *at() calls only: reopen the directory. */
+  int dir = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int e = errno;
+  close(fd);
+  return dir >= 0 ? dir : -e;
 }
 
 int maelys_backend_host_root(void) {

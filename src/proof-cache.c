@@ -185,16 +185,13 @@ static void record_name(const char* backend, const char* key, char* out,
 /* The cache directory, opened without following a link and checked: this
  * uid's, writable by nobody else. -1 if not. */
 static int open_dir(const char* dir) {
-  int fd = maelys__executor_open_nofollow(dir);
-  if (fd < 0)
-    return -1;
-  int d = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  close(fd);
+  int d = maelys_backend_open_dir_nofollow(dir);
   struct stat st;
-  if (d >= 0 && (fstat(d, &st) != 0 || st.st_uid != geteuid() ||
-                 (st.st_mode & 022) != 0)) {
+  if (d < 0)
+    return -1;
+  if (fstat(d, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
     close(d);
-    d = -1;
+    return -1;
   }
   return d;
 }

@@ -219,17 +219,12 @@ static int real_list(void* ctx, const char* path, size_t max, char*** names,
   (void)ctx;
   *names = NULL;
   *count = 0;
-  int fd = maelys_backend_open_nofollow(path);
-  if (fd < 0)
-    return fd;
-  int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  int e = errno;
-  close(fd);
+  int dfd = maelys_backend_open_dir_nofollow(path);
   if (dfd < 0)
-    return -e;
+    return dfd;
   DIR* d = fdopendir(dfd);
   if (d == NULL) {
-    e = errno;
+    int e = errno;
     close(dfd);
     return -e;
   }

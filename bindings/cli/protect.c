@@ -1295,10 +1295,7 @@ static size_t audit_nested(const warden_protection_t* p,
                            void* data) {
   if (p->nested_root == NULL || p->started.tv_sec == 0)
     return 0;
-  int fd = maelys_backend_open_nofollow(p->nested_root);
-  int dfd = fd >= 0 ? openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-  if (fd >= 0)
-    close(fd);
+  int dfd = maelys_backend_open_dir_nofollow(p->nested_root);
   struct stat st;
   if (dfd < 0 || fstat(dfd, &st) != 0) {
     if (dfd >= 0)

@@ -31,12 +31,12 @@
 extern "C" {
 #endif
 
-/* ABI 6: the proof_key slot, with which the core keeps what a probe proved
- * in the host's proof cache (maelys_executor_set_proof_cache) and reuses it
- * while nothing the proof depends on changed; a backend without it is
- * probed at every registration, as before.
- * ABI 5: the denial event (MAELYS_BACKEND_EVENT_DENIAL), which grows the
- * event struct at its end; the core owns the struct a status_line fills, so
+/* ABI 6: maelys_backend_open_dir_nofollow, and the proof_key slot, with which
+ * the core keeps what a probe proved in the host's proof cache
+ * (maelys_executor_set_proof_cache) and reuses it while nothing the proof
+ * depends on changed; a backend without it is probed at every registration, as
+ * before. ABI 5: the denial event (MAELYS_BACKEND_EVENT_DENIAL), which grows
+ * the event struct at its end; the core owns the struct a status_line fills, so
  * a backend of an earlier ABI still registers (and reports no denial).
  * ABI 4: the terminal rendezvous (MAELYS_BACKEND_FD_TERMINAL) and the
  * request's io mode and terminal size; a backend built for an earlier ABI
@@ -459,6 +459,11 @@ MAELYS_EXECUTOR_API int maelys_backend_path_is_clean(const char* path);
  * any of its components, the last one included (-ELOOP): a descriptor, or a
  * negative errno. */
 MAELYS_EXECUTOR_API int maelys_backend_open_nofollow(const char* path);
+
+/* The same for a directory to read (O_RDONLY | O_DIRECTORY | O_CLOEXEC, for
+ * fdopendir or *at calls): a descriptor, or a negative errno (-ENOTDIR for
+ * anything but a directory, -ELOOP for a link). ABI 6. */
+MAELYS_EXECUTOR_API int maelys_backend_open_dir_nofollow(const char* path);
 
 /* Whether this process is uid 0 of the initial user namespace: the core then
  * starts NEW_PID_NAMESPACE launches without a user namespace of their own. */

@@ -242,6 +242,14 @@ static void test_sdk_services(void** state) {
   close(fd);
   assert_int_equal(maelys_backend_open_nofollow(link), -ELOOP);
   assert_int_equal(maelys_backend_open_nofollow(through), -ELOOP);
+  /* The directory form: readable, and only a directory. */
+  fd = maelys_backend_open_dir_nofollow(dir);
+  assert_true(fd >= 0);
+  assert_int_equal(fcntl(fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+  close(fd);
+  assert_int_equal(maelys_backend_open_dir_nofollow(file), -ENOTDIR);
+  assert_int_equal(maelys_backend_open_dir_nofollow(link), -ELOOP);
+  assert_int_equal(maelys_backend_open_dir_nofollow(NULL), -EINVAL);
   unlink(link);
   unlink(file);
   rmdir(dir);
@@ -450,6 +458,14 @@ static void test_proof_cache(void** state) {
       MAELYS_EXECUTOR_ERR_DENIED, "nobody else can write");
   BAD(maelys_executor_set_proof_cache(ex, "relative", 60, &err),
       MAELYS_EXECUTOR_ERR_ARGUMENT, "not an absolute path");
+  BAD(maelys_executor_set_proof_cache(NULL, cache, 60, &err),
+      MAELYS_EXECUTOR_ERR_ARGUMENT, "executor is required");
+  int cached = -1;
+  BAD(maelys_executor_backend_proof_cached(ex, "keyed", NULL, &err),
+      MAELYS_EXECUTOR_ERR_ARGUMENT, "out_cached is NULL");
+  BAD(maelys_executor_backend_proof_cached(ex, "nothing", &cached, &err),
+      MAELYS_EXECUTOR_ERR_NOT_FOUND, "no backend named");
+  assert_int_equal(cached, 0);
   assert_int_equal(maelys_executor_destroy(ex, NULL), 0);
   assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
   assert_int_equal(uv_loop_close(&loop), 0);
