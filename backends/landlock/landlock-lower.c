@@ -468,14 +468,9 @@ static bool strset_has(const strset_t* s, const char* path) {
 static int strset_add(strset_t* s, const char* path) {
   if (strset_has(s, path))
     return 0;
-  if (s->count == s->capacity) {
-    size_t cap = s->capacity ? s->capacity * 2 : 8;
-    char** p = realloc(s->items, cap * sizeof *p);
-    if (p == NULL)
-      return -1;
-    s->items = p;
-    s->capacity = cap;
-  }
+  if (maelys_backend_reserve((void**)&s->items, &s->capacity, sizeof *s->items,
+                             s->count + 1) != 0)
+    return -1;
   char* copy = strdup(path);
   if (copy == NULL)
     return -1;

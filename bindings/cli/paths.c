@@ -259,35 +259,33 @@ void warden_protect(warden_protected_t* list, const char* label,
     list->count--;
 }
 
+/* `label` at BASE/SUFFIX when the environment variable `base` holds an
+ * absolute path. */
+static void protect_under(warden_protected_t* list, const char* label,
+                          const char* base, const char* suffix) {
+  const char* dir = getenv(base);
+  char path[PATH_MAX];
+  if (dir != NULL && dir[0] == '/') {
+    snprintf(path, sizeof path, "%.4000s/%s", dir, suffix);
+    warden_protect(list, label, path);
+  }
+}
+
 void warden_protect_defaults(warden_protected_t* list, const char* state_dir,
                              const char* helper) {
-  const char* xdg = getenv("XDG_CONFIG_HOME");
-  const char* home = getenv("HOME");
-  char config[PATH_MAX];
-  if (xdg != NULL && xdg[0] == '/') {
-    snprintf(config, sizeof config, "%.4000s/maelys", xdg);
-    warden_protect(list, "the configuration directory", config);
-  }
-  if (home != NULL && home[0] == '/') {
-    snprintf(config, sizeof config, "%.4000s/.config/maelys", home);
-    warden_protect(list, "the configuration directory", config);
-  }
+  protect_under(list, "the configuration directory", "XDG_CONFIG_HOME",
+                "maelys");
+  protect_under(list, "the configuration directory", "HOME", ".config/maelys");
   warden_protect(list, "the state directory (receipts, signing key)",
                  state_dir);
   /* The default state directories too, whichever this run uses: a run with
    * --state-dir elsewhere must not make the default one writable, where a
    * later run's proofs, record of writable paths and signing key live (an
    * adversarial review planted a proof that way). */
-  const char* xdg_state = getenv("XDG_STATE_HOME");
-  char state[PATH_MAX];
-  if (xdg_state != NULL && xdg_state[0] == '/') {
-    snprintf(state, sizeof state, "%.4000s/maelys", xdg_state);
-    warden_protect(list, "the default state directory", state);
-  }
-  if (home != NULL && home[0] == '/') {
-    snprintf(state, sizeof state, "%.4000s/.local/state/maelys", home);
-    warden_protect(list, "the default state directory", state);
-  }
+  protect_under(list, "the default state directory", "XDG_STATE_HOME",
+                "maelys");
+  protect_under(list, "the default state directory", "HOME",
+                ".local/state/maelys");
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) {
