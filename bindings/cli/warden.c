@@ -93,22 +93,28 @@ static void backend_options(maelys_backend_options_t** out, const char* option,
 /* The proof cache, STATE/proofs (maelys_executor_set_proof_cache): a run
  * reuses what the backends' probes proved on this host instead of running
  * their sandboxes again; `probe` always probes, and refreshes it.
- * MAELYS_PROOF_CACHE=off turns it off. No plan may make the state directory
+ * MAELYS_PROOF_CACHE=off turns it off (on, or unset, keeps it; anything
+ * else is refused). No plan may make the state directory
  * writable (plan_for), so no sandbox can plant a proof there. A cache that
  * cannot be used is no error: the probes run. */
-static void use_proof_cache(const invocation_t* inv, maelys_executor_t* ex,
-                            bool refresh) {
+static int use_proof_cache(const invocation_t* inv, maelys_executor_t* ex,
+                           bool refresh, cli_error_t* err) {
   const char* env = getenv("MAELYS_PROOF_CACHE");
   if (env != NULL && strcmp(env, "off") == 0)
-    return;
+    return 0;
+  if (env != NULL && strcmp(env, "on") != 0)
+    return cli_fail(err, "VALIDATION_FAILED",
+                    "Set MAELYS_PROOF_CACHE to on or off.",
+                    "MAELYS_PROOF_CACHE='%s' is neither on nor off", env);
   char state[PATH_MAX], dir[PATH_MAX + 16];
   cli_error_t ignored = {0};
   if (warden_state_dir(inv, state, sizeof state, &ignored) != 0 ||
       warden_mkdir_private(state) != 0)
-    return;
+    return 0;
   snprintf(dir, sizeof dir, "%s/proofs", state);
   maelys_executor_set_proof_cache(ex, dir, refresh ? 0 : PROOF_MAX_AGE_SECONDS,
                                   NULL);
+  return 0;
 }
 
 static int register_backend(maelys_executor_t* ex, const char* name,
@@ -413,7 +419,12 @@ int warden_probe(const invocation_t* inv) {
   cli_error_t err = {0};
   err.command = "probe";
   maelys_executor_create(&loop, &ex, NULL);
-  use_proof_cache(inv, ex, true);
+  if (use_proof_cache(inv, ex, true, &err) != 0) {
+    maelys_executor_destroy(ex, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    return cli_emit_failure(inv, &err);
+  }
   json_t* backends = json_array();
   char text[16384] = "";
   for (size_t i = 0; backend_order[i]; i++) {
@@ -830,8 +841,8 @@ static int launch_prepare(const invocation_t* inv, uv_loop_t* loop,
   if (choose_io(inv, &l->io, err) != 0)
     return -1;
   l->policy_read = true;
-  use_proof_cache(inv, l->ex, false);
-  if (warden_policy_from(inv, &l->policy, err) != 0 ||
+  if (use_proof_cache(inv, l->ex, false, err) != 0 ||
+      warden_policy_from(inv, &l->policy, err) != 0 ||
       register_backends(l->ex, cli_value(inv, "--backend"), err) != 0 ||
       plan_for(inv, l->ex, &l->policy, &l->plan, l->receipts, err) != 0)
     return -1;

@@ -59,6 +59,16 @@ class Warden(WardenCase):
         self.assertEqual(source(self.env(XDG_STATE_HOME=state,
                                          MAELYS_PROOF_CACHE="off")),
                          ("bubblewrap", "probed now"))
+        # Anything but on or off is refused, and nothing runs.
+        for command in (("run", "--rw", "--", "/bin/true"), ("probe",)):
+            p = self.warden(*command, env=self.env(
+                XDG_STATE_HOME=state, MAELYS_PROOF_CACHE="no",
+                MAELYS_CLI_FORMAT="json"))
+            err = self.failure(p, "VALIDATION_FAILED")
+            self.assertIn("MAELYS_PROOF_CACHE", err["message"])
+        self.assertEqual(source(self.env(XDG_STATE_HOME=state,
+                                         MAELYS_PROOF_CACHE="on")),
+                         ("bubblewrap", "its proof from the cache"))
         before = os.stat(record).st_mtime_ns
         time.sleep(0.01)
         self.warden("probe", env=env, check=0)
