@@ -57,6 +57,7 @@ typedef enum end_kind {
 typedef struct end {
   end_kind_t kind;
   int fd;
+  bool pty_master; /* END_STREAM: a pseudo-terminal's master */
   int saved_flags; /* the descriptor's flags before libuv changed them */
   bool owned;      /* a handle of ours, closed at the end */
   union {
@@ -92,8 +93,17 @@ typedef struct direction {
   uv_fs_t write_req;
   char* file_buf;
   size_t file_len, file_off;
+  /* a file destination: what is still to be written, in order */
+  struct out_block* out_head;
+  struct out_block* out_tail;
   uv_shutdown_t shutdown_req;
 } direction_t;
+
+typedef struct out_block {
+  struct out_block* next;
+  size_t len, off;
+  char data[];
+} out_block_t;
 
 typedef struct chunk {
   uv_write_t req;
@@ -316,6 +326,8 @@ int relay_end_stream(relay_t* r, uv_stream_t* stream) {
   e->stream = stream;
   e->saved_flags = -1;
   uv_fileno((uv_handle_t*)stream, &e->fd);
+  unsigned pty = 0;
+  e->pty_master = ioctl(e->fd, TIOCGPTN, &pty) == 0;
   return (int)r->end_count++;
 }
 
@@ -355,13 +367,23 @@ static void on_stream_written(uv_write_t* req, int status) {
 
 static void on_file_written(uv_fs_t* req);
 
+static void out_drop(direction_t* d) {
+  while (d->out_head != NULL) {
+    out_block_t* b = d->out_head;
+    d->out_head = b->next;
+    free(b);
+  }
+  d->out_tail = NULL;
+  d->pending = 0;
+}
+
 static void file_write_next(direction_t* d) {
-  uv_buf_t b = uv_buf_init(d->file_buf + d->file_off,
-                           (unsigned)(d->file_len - d->file_off));
+  out_block_t* o = d->out_head;
+  uv_buf_t b = uv_buf_init(o->data + o->off, (unsigned)(o->len - o->off));
   if (uv_fs_write(d->relay->loop, &d->write_req, d->dst->fd, &b, 1, -1,
                   on_file_written) != 0) {
     d->failed = true;
-    d->pending = 0;
+    out_drop(d);
     dir_finish(d);
   }
 }
@@ -372,7 +394,7 @@ static void on_file_written(uv_fs_t* req) {
   uv_fs_req_cleanup(req);
   if (n < 0) {
     d->failed = true;
-    d->pending = 0;
+    out_drop(d);
     if (d->options.output) {
       shutdown(d->src->fd, SHUT_RD);
       if (d->src->owned)
@@ -381,12 +403,19 @@ static void on_file_written(uv_fs_t* req) {
     dir_finish(d);
     return;
   }
-  d->file_off += (size_t)n;
-  if (d->file_off < d->file_len) {
+  out_block_t* o = d->out_head;
+  o->off += (size_t)n;
+  d->pending -= (size_t)n;
+  if (o->off == o->len) {
+    d->out_head = o->next;
+    if (d->out_head == NULL)
+      d->out_tail = NULL;
+    free(o);
+  }
+  if (d->out_head != NULL) {
     file_write_next(d);
     return;
   }
-  d->pending = 0;
   if (d->src_eof) {
     dir_finish(d);
     return;
@@ -475,22 +504,33 @@ static void deliver_bytes(direction_t* d, char* data, size_t len, chunk_t* c) {
     }
     return;
   }
-  /* A file destination: one chunk at a time, the source paused meanwhile. */
-  if (c != NULL) {
-    memcpy(d->file_buf, data, len);
-    chunk_put(d->relay, c);
-  } else if (data != d->file_buf) {
-    memcpy(d->file_buf, data, len);
-  }
-  d->file_len = len;
-  d->file_off = 0;
-  d->pending = len;
+  /* A file destination: one write in flight (a direction has one request),
+   * the rest queued in order, the source paused until all is written. One
+   * read can arrive here in several parts (a filter's output goes 4 KiB at
+   * a time; a terminal's drain reads until EIO): each is queued, never
+   * written over one in flight (which crashed `run --tty > file`). */
+  out_block_t* o = malloc(sizeof *o + len);
+  if (o == NULL)
+    abort();
+  o->next = NULL;
+  o->len = len;
+  o->off = 0;
+  memcpy(o->data, data, len);
+  chunk_put(d->relay, c);
+  bool idle = d->out_head == NULL;
+  if (idle)
+    d->out_head = o;
+  else
+    d->out_tail->next = o;
+  d->out_tail = o;
+  d->pending += len;
   if (d->reading && d->src->kind == END_STREAM) {
     uv_read_stop(d->src->stream);
     d->reading = false;
   }
   d->paused = true;
-  file_write_next(d);
+  if (idle)
+    file_write_next(d);
 }
 
 /* ------------------------------------------------------------ reading */
@@ -516,6 +556,41 @@ static void flush_inert(direction_t* d) {
   deliver_bytes(d, out, make_inert(d, NULL, 0, out), NULL);
 }
 
+/* Bytes a terminal's drain reads at most: more than the kernel keeps for
+ * a pseudo-terminal (its flip buffers hold 64 KiB, the line discipline
+ * 4 KiB), so the bound only matters should a new writer appear. */
+#define PTY_DRAIN_MAX (1u << 20)
+
+/*
+ * libuv ends a stream when a poll says POLLHUP after a short read: right for
+ * pipes and sockets, whose bytes are all readable before the hang-up, not
+ * for a pseudo-terminal's master. There the slave's last close sets POLLHUP
+ * while what the payload wrote just before it exited can still be in the
+ * kernel's flip buffers, not yet moved to the master's line discipline: the
+ * short read took only what had been moved. (Measured: `run --tty` with a
+ * payload writing 17 KB and exiting lost its tail in 31 of 200 runs.) A
+ * read of the master once the slave is closed flushes that work first and
+ * answers EIO only when nothing is left, so the rest is read here, directly,
+ * until EIO.
+ */
+static void drain_pty(direction_t* d) {
+  for (size_t total = 0; total < PTY_DRAIN_MAX && !d->failed;) {
+    chunk_t* c = chunk_get(d->relay);
+    if (c == NULL)
+      abort();
+    ssize_t n;
+    do
+      n = read(d->src->fd, c->data, RELAY_CHUNK);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0) { /* EIO: all read; EAGAIN: a slave open again */
+      chunk_put(d->relay, c);
+      return;
+    }
+    deliver(d, c->data, (size_t)n, c);
+    total += (size_t)n;
+  }
+}
+
 static void on_stream_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
   direction_t* d = s->data;
   chunk_t* c =
@@ -527,6 +602,8 @@ static void on_stream_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
   chunk_put(d->relay, c);
   if (n == 0)
     return;
+  if (n == UV_EOF && d->src->pty_master)
+    drain_pty(d);
   /* End of file, or an error (a terminal's master answers EIO once no
    * process holds its slave), which ends the direction the same way. */
   uv_read_stop(s);
@@ -972,8 +1049,10 @@ void relay_close(relay_t* r) {
 void relay_free(relay_t* r) {
   if (r == NULL)
     return;
-  for (size_t i = 0; i < r->dir_count; i++)
+  for (size_t i = 0; i < r->dir_count; i++) {
     free(r->dirs[i].file_buf);
+    out_drop(&r->dirs[i]);
+  }
   while (r->pool != NULL) {
     chunk_t* c = r->pool;
     r->pool = c->next;

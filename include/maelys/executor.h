@@ -727,7 +727,11 @@ typedef enum maelys_exec_stream {
   /* TTY: the master of the payload's pseudo-terminal, readable and
    * writable, present once maelys_execution_wait_terminal's callback said
    * so. Reads end (UV_EIO) once no process of the sandbox holds the
-   * terminal any more; it has no half-close (ABI 12). */
+   * terminal any more; it has no half-close (ABI 12). libuv may end a read
+   * with UV_EOF earlier, when the last close of the terminal raises POLLHUP
+   * while the payload's last output is still in the kernel's buffers: a host
+   * that wants every byte reads the descriptor (uv_fileno) until EIO then,
+   * as maelys-warden does. */
   MAELYS_EXEC_STREAM_TERMINAL = 4
 } maelys_exec_stream_t;
 
