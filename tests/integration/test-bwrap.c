@@ -1057,7 +1057,31 @@ static void test_never_host_root(void** state) {
   harness_finish(&h);
 }
 
-/* The 32-bit entries of x86-64 cannot bypass the filter: both kill. */
+/* The signal that ends an unconfined process making getpid through the
+ * i386 entry point (int 0x80), or 0 when the call returns. Seen: a guest
+ * whose hypervisor has no such entry (kernel 6.18, IA32 emulation built in)
+ * delivers SIGSEGV for the instruction itself, outside any sandbox; the call
+ * never reaches the kernel, so no filter sees it. */
+static int int80_unconfined(void) {
+  pid_t p = fork();
+  assert_true(p >= 0);
+  if (p == 0) {
+    /* cmocka's handlers would catch the signal in this child */
+    signal(SIGSEGV, SIG_DFL);
+    signal(SIGILL, SIG_DFL);
+    signal(SIGBUS, SIG_DFL);
+    long r;
+    __asm__ volatile("int $0x80" : "=a"(r) : "a"(20L) : "memory");
+    _exit(r == (long)getpid() ? 0 : 1);
+  }
+  int ws = 0;
+  assert_int_equal(waitpid(p, &ws, 0), p);
+  return WIFSIGNALED(ws) ? WTERMSIG(ws) : 0;
+}
+
+/* The 32-bit entries of x86-64 cannot bypass the filter: both kill. Where
+ * the machine itself has no int 0x80 entry (see int80_unconfined), that
+ * call dies of the same signal inside the sandbox as outside it. */
 static void test_32bit_entries_killed(void** state) {
   (void)state;
   harness_t h;
@@ -1075,7 +1099,15 @@ static void test_32bit_entries_killed(void** state) {
     waited_t w;
     run_in_sandbox(&h, plan, req, &out, &w);
     assert_int_equal(w.status.outcome, MAELYS_EXEC_OUTCOME_SIGNALED);
-    assert_int_equal(w.status.term_signal, SIGSYS);
+    int unconfined = i == 1 ? int80_unconfined() : 0;
+    if (unconfined != 0) {
+      print_message("int 0x80 kills an unconfined process here too (signal "
+                    "%d): this machine has no i386 entry to filter\n",
+                    unconfined);
+      assert_int_equal(w.status.term_signal, unconfined);
+    } else {
+      assert_int_equal(w.status.term_signal, SIGSYS);
+    }
     collected_free(&out);
     maelys_execution_request_destroy(req);
   }
