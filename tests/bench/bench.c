@@ -113,7 +113,27 @@ typedef struct env {
   maelys_executor_t* ex;
   maelys_executor_plan_t* unconfined;
   maelys_executor_plan_t* sandbox;
+  /* The same with a memory ceiling: a cgroup of the execution's own. */
+  maelys_executor_plan_t* sandbox_ceiling;
 } env_t;
+
+/* The sandbox equivalent to the bare bwrap reference below, with a memory
+ * ceiling unless `memory` is 0. */
+static maelys_executor_plan_t* sandbox_plan(uint64_t memory) {
+  maelys_executor_plan_t* p = NULL;
+  maelys_executor_plan_create(&p, NULL);
+  maelys_executor_plan_set_root(p, MAELYS_EXECUTOR_ROOT_READONLY, 0, NULL);
+  maelys_executor_plan_add_proc(p, "/proc", NULL);
+  maelys_executor_plan_add_dev(p, "/dev", NULL);
+  maelys_executor_plan_add_rule(p, fixture, MAELYS_EXECUTOR_ACCESS_READ,
+                                MAELYS_EXECUTOR_SCOPE_LITERAL_FILE, NULL);
+  maelys_executor_plan_set_network(p, MAELYS_EXECUTOR_NETWORK_NONE, NULL);
+  if (memory > 0)
+    maelys_executor_plan_set_limit(p, MAELYS_EXECUTOR_LIMIT_MEMORY, memory,
+                                   NULL);
+  maelys_executor_plan_seal(p, NULL);
+  return p;
+}
 
 static void env_init(env_t* e, bool with_bwrap) {
   uv_loop_init(&e->loop);
@@ -135,23 +155,14 @@ static void env_init(env_t* e, bool with_bwrap) {
   maelys_executor_plan_set_network(e->unconfined,
                                    MAELYS_EXECUTOR_NETWORK_INHERIT, NULL);
   maelys_executor_plan_seal(e->unconfined, NULL);
-  /* The sandbox equivalent to the bare bwrap reference below. */
-  maelys_executor_plan_create(&e->sandbox, NULL);
-  maelys_executor_plan_set_root(e->sandbox, MAELYS_EXECUTOR_ROOT_READONLY, 0,
-                                NULL);
-  maelys_executor_plan_add_proc(e->sandbox, "/proc", NULL);
-  maelys_executor_plan_add_dev(e->sandbox, "/dev", NULL);
-  maelys_executor_plan_add_rule(e->sandbox, fixture,
-                                MAELYS_EXECUTOR_ACCESS_READ,
-                                MAELYS_EXECUTOR_SCOPE_LITERAL_FILE, NULL);
-  maelys_executor_plan_set_network(e->sandbox, MAELYS_EXECUTOR_NETWORK_NONE,
-                                   NULL);
-  maelys_executor_plan_seal(e->sandbox, NULL);
+  e->sandbox = sandbox_plan(0);
+  e->sandbox_ceiling = sandbox_plan(UINT64_C(256) << 20);
 }
 
 static void env_free(env_t* e) {
   maelys_executor_plan_destroy(e->unconfined);
   maelys_executor_plan_destroy(e->sandbox);
+  maelys_executor_plan_destroy(e->sandbox_ceiling);
   maelys_executor_destroy(e->ex, NULL);
   uv_run(&e->loop, UV_RUN_DEFAULT);
   uv_loop_close(&e->loop);
@@ -1439,6 +1450,11 @@ int main(int argc, char** argv) {
                 REF_BWRAP, "<= 1.10x");
     bench_spawn(&env, "bubblewrap vs bare bwrap+init", "bubblewrap",
                 env.sandbox, REF_BWRAP_INIT, "");
+    /* What a memory ceiling adds (its cgroup made, joined and removed),
+     * where one can be enforced (root here). */
+    if (mask & MAELYS_BACKEND_CAP_LIMIT_MEMORY)
+      bench_spawn(&env, "bubblewrap, memory ceiling, vs bare bwrap",
+                  "bubblewrap", env.sandbox_ceiling, REF_BWRAP, "");
   }
   if (want("warden"))
     bench_warden();
