@@ -348,6 +348,7 @@ typedef struct spawn {
   int payload_fds[MAELYS_BACKEND_PAYLOAD_FD_MAX];
   int status_pipe[2];
   int lifeline[2];
+  int cgroup_procs;       /* MAELYS_BACKEND_FD_CGROUP, when the image joins */
   maelys__proc_fd_t* fds; /* the launched image's descriptors */
   size_t fd_count;
   maelys__proc_rlimit_t rlimits[MAELYS__RLIMIT_COUNT];
@@ -361,6 +362,7 @@ static void spawn_init(spawn_t* s) {
   maelys__executor_launch_init(&s->launch, 0);
   s->status_pipe[0] = s->status_pipe[1] = -1;
   s->lifeline[0] = s->lifeline[1] = -1;
+  s->cgroup_procs = -1;
 }
 
 static void close_fd(int* fd) {
@@ -375,6 +377,7 @@ static void spawn_dispose(spawn_t* s) {
     close_fd(&s->status_pipe[i]);
     close_fd(&s->lifeline[i]);
   }
+  close_fd(&s->cgroup_procs);
   maelys__executor_launch_dispose(&s->launch);
   free(s->fds);
   s->fds = NULL;
@@ -518,16 +521,23 @@ spawn_descriptors(maelys_execution_t* e, spawn_t* s, char** out_error) {
   if (s->fds == NULL)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
                                  "out of memory");
-  maelys__fd_sources_t sources = {s->layout.fds, s->layout.count,
-                                  s->status_pipe[1], s->lifeline[0],
-                                  s->layout.terminal_child};
+  maelys__fd_sources_t sources = {
+      s->layout.fds,  s->layout.count,          s->status_pipe[1],
+      s->lifeline[0], s->layout.terminal_child, s->cgroup_procs};
   return maelys__launch_resolve_fds(&s->launch, &sources,
                                     e->backend->vtable->name, s->fds, capacity,
                                     &s->fd_count, out_error);
 }
 
+/* Whether the launched image joins its memory cgroup itself (ABI 7). */
+static bool image_joins_cgroup(const maelys_execution_t* e, const spawn_t* s) {
+  return e->backend->vtable->abi_version >= 7 &&
+         (s->launch.flags & MAELYS_BACKEND_LAUNCH_IMAGE_JOINS_CGROUP) != 0;
+}
+
 /* The plan's rlimits (unless the launcher applies them) and the memory
- * cgroup the launch asks for. */
+ * cgroup the launch asks for, with its procs file for an image that joins
+ * it itself. */
 static maelys_executor_result_t
 spawn_ceilings(maelys_execution_t* e, spawn_t* s,
                const maelys_executor_plan_t* plan, char** out_error) {
@@ -539,8 +549,26 @@ spawn_ceilings(maelys_execution_t* e, spawn_t* s,
             plan->rlimits[i].soft, plan->rlimits[i].hard};
   }
   uint64_t memory_max = plan->limits[MAELYS_EXECUTOR_LIMIT_MEMORY];
-  if ((s->launch.flags & MAELYS_BACKEND_LAUNCH_MEMORY_CGROUP) && memory_max > 0)
-    return create_cgroup(e, memory_max, out_error);
+  if (!(s->launch.flags & MAELYS_BACKEND_LAUNCH_MEMORY_CGROUP) ||
+      memory_max == 0)
+    return MAELYS_EXECUTOR_OK;
+  maelys_executor_result_t r = create_cgroup(e, memory_max, out_error);
+  if (r != MAELYS_EXECUTOR_OK || !image_joins_cgroup(e, s))
+    return r;
+  /* Nothing may run outside the ceiling unnoticed: an image that said it
+   * joins the cgroup must be given the means to. */
+  if (!maelys__launch_maps(&s->launch, MAELYS_BACKEND_FD_CGROUP))
+    return maelys__executor_fail(
+        out_error, MAELYS_EXECUTOR_ERR_ARGUMENT,
+        "backend '%s' joins the memory cgroup itself but maps no "
+        "MAELYS_BACKEND_FD_CGROUP descriptor",
+        e->backend->vtable->name);
+  s->cgroup_procs =
+      openat(e->cgroup.dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+  if (s->cgroup_procs < 0)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                 "opening the memory cgroup's cgroup.procs: %s",
+                                 strerror(errno));
   return MAELYS_EXECUTOR_OK;
 }
 
@@ -573,7 +601,7 @@ spawn_clone(maelys_execution_t* e, spawn_t* s,
       .map_uid = geteuid(),
       .map_gid = getegid(),
       .image_fd = l->image_fd,
-      .cgroup_fd = e->cgroup.dir_fd,
+      .cgroup_fd = image_joins_cgroup(e, s) ? -1 : e->cgroup.dir_fd,
   };
   char spawn_error[512];
   e->started_real_ns = maelys__exec_realtime_ns();
@@ -673,8 +701,8 @@ maelys_execution_spawn(maelys_executor_t* executor,
   spawn_init(&s);
   if ((res = spawn_prepare(e, &s, plan, request, out_error)) !=
           MAELYS_EXECUTOR_OK ||
-      (res = spawn_descriptors(e, &s, out_error)) != MAELYS_EXECUTOR_OK ||
       (res = spawn_ceilings(e, &s, plan, out_error)) != MAELYS_EXECUTOR_OK ||
+      (res = spawn_descriptors(e, &s, out_error)) != MAELYS_EXECUTOR_OK ||
       (res = spawn_clone(e, &s, request, out_error)) != MAELYS_EXECUTOR_OK)
     goto fail;
   spawn_adopt(e, &s, request);

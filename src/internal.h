@@ -230,13 +230,15 @@ struct maelys__proc_fd; /* proc.h */
 
 /* What a launch's descriptor map draws from: the payload layout (child
  * descriptor -> host descriptor) and the core's ends of the status channel,
- * of the lifeline and of the terminal rendezvous (-1 when absent). */
+ * of the lifeline and of the terminal rendezvous, and the memory cgroup's
+ * procs file (-1 when absent). */
 typedef struct maelys__fd_sources {
   const struct maelys__proc_fd* payload;
   size_t payload_count;
   int status_fd;
   int lifeline_fd;
   int terminal_fd; /* the rendezvous' child end (MAELYS_EXEC_IO_TTY) */
+  int cgroup_fd;   /* the memory cgroup's cgroup.procs, open for writing */
 } maelys__fd_sources_t;
 
 /* Whether the launch maps a child descriptor from `source`. */

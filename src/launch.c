@@ -139,6 +139,7 @@ maelys_backend_launch_map_fd(maelys_backend_launch_t* launch, int child_fd,
   case MAELYS_BACKEND_FD_STATUS:
   case MAELYS_BACKEND_FD_LIFELINE:
   case MAELYS_BACKEND_FD_TERMINAL:
+  case MAELYS_BACKEND_FD_CGROUP:
     break;
   case MAELYS_BACKEND_FD_EXTRA:
     if (value < 0 || (size_t)value >= launch->extra_count)
@@ -287,6 +288,8 @@ static int map_source(const maelys_backend_launch_t* launch,
     return src->lifeline_fd;
   case MAELYS_BACKEND_FD_TERMINAL:
     return src->terminal_fd;
+  case MAELYS_BACKEND_FD_CGROUP:
+    return src->cgroup_fd;
   case MAELYS_BACKEND_FD_EXTRA:
     return m->value >= 0 && (size_t)m->value < launch->extra_count
                ? launch->extra_fds[m->value]

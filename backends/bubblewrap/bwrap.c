@@ -726,16 +726,51 @@ typedef enum launcher_fd {
    * process keeps the first, the sandbox's init gets the other. */
   LAUNCHER_NOTIFY,
   LAUNCHER_NOTIFY_PEER,
+  /* The memory cgroup's cgroup.procs, when the plan sets a memory ceiling:
+   * the launcher joins the cgroup itself (MAELYS_BACKEND_FD_CGROUP). */
+  LAUNCHER_CGROUP,
   /* In a terminal session (MAELYS_EXEC_IO_TTY) the terminal rendezvous, then
    * the lowering's descriptors, in its order; without one they start here. */
   LAUNCHER_TERMINAL
 } launcher_fd_t;
 
+/* The launcher's arguments for a host running as uid 0: the identity (the
+ * request's own or one of the range), its lock and the binds to stage. */
+static void push_identity_args(argv_builder_t* a, const bwrap_state_t* st,
+                               const maelys_execution_request_t* request,
+                               const maelys__bwrap_lowered_t* low) {
+  uint32_t fixed_uid = 0, fixed_gid = 0;
+  bool fixed =
+      maelys_execution_request_identity(request, &fixed_uid, &fixed_gid) == 0;
+  if (fixed) {
+    push(a, "--identity");
+    pushf(a, "%u:%u", fixed_uid, fixed_gid);
+  } else {
+    push(a, "--identity-range");
+    pushf(a, "%llu:%llu", st->identity_first, st->identity_count);
+  }
+  push(a, "--identity-lock");
+  pushf(a, "%s/" IDENTITY_LOCK_FILE, st->staging_dir);
+  if (low->stage_count > 0) {
+    push(a, "--staging-dir");
+    push(a, st->staging_dir);
+  }
+  for (size_t i = 0; i < low->stage_count; i++) {
+    const maelys__bwrap_stage_t* sg = &low->stages[i];
+    push(a, "--stage");
+    pushf(a, "%zu", i);
+    push(a, sg->source);
+    pushf(a, "%llu", (unsigned long long)sg->dev);
+    pushf(a, "%llu", (unsigned long long)sg->ino);
+    push(a, sg->is_directory ? "d" : "f");
+  }
+}
+
 /* The launcher's descriptor map: the payload layout below `limit` with fd 2
  * replaced by the status channel, then the launcher's own (launcher_fd_t). */
 static maelys_executor_result_t
 map_launcher_fds(maelys_backend_launch_t* launch, int limit, bool tty,
-                 char** out_error) {
+                 bool cgroup, char** out_error) {
   maelys_executor_result_t r = MAELYS_EXECUTOR_OK;
   for (int c = 0; c < limit && r == MAELYS_EXECUTOR_OK; c++) {
     if (c == 2)
@@ -759,6 +794,9 @@ map_launcher_fds(maelys_backend_launch_t* launch, int limit, bool tty,
   if (r == MAELYS_EXECUTOR_OK && tty)
     r = maelys_backend_launch_map_fd(launch, limit + LAUNCHER_TERMINAL,
                                      MAELYS_BACKEND_FD_TERMINAL, 0, out_error);
+  if (r == MAELYS_EXECUTOR_OK && cgroup)
+    r = maelys_backend_launch_map_fd(launch, limit + LAUNCHER_CGROUP,
+                                     MAELYS_BACKEND_FD_CGROUP, 0, out_error);
   return r;
 }
 
@@ -788,9 +826,6 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
   if (why != NULL)
     return maelys_backend_fail(out_error, MAELYS_EXECUTOR_ERR_NOT_FOUND, "%s",
                                why);
-  uint32_t fixed_uid = 0, fixed_gid = 0;
-  bool fixed =
-      maelys_execution_request_identity(request, &fixed_uid, &fixed_gid) == 0;
 
   int limit = maelys_backend_launch_payload_fd_limit(launch);
   int keep[MAELYS_BACKEND_PAYLOAD_FD_MAX];
@@ -807,6 +842,13 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
     protected_ids[protected_count++] = st->helper.chain[i];
   const bool tty =
       maelys_execution_request_io_mode(request) == MAELYS_EXEC_IO_TTY;
+  /* The core makes a memory cgroup exactly when the plan sets a ceiling
+   * (MAELYS_BACKEND_LAUNCH_MEMORY_CGROUP). */
+  uint64_t memory = 0;
+  const bool memory_cgroup =
+      maelys_executor_plan_limit_get(plan, MAELYS_EXECUTOR_LIMIT_MEMORY,
+                                     &memory) == 0 &&
+      memory > 0;
   const int stderr_fd = limit + LAUNCHER_STDERR,
             status_fd = limit + LAUNCHER_STATUS,
             args_fd = limit + LAUNCHER_ARGS,
@@ -907,7 +949,7 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
       goto out;
   }
   if (r == MAELYS_EXECUTOR_OK)
-    r = map_launcher_fds(launch, limit, tty, out_error);
+    r = map_launcher_fds(launch, limit, tty, memory_cgroup, out_error);
   if (r != MAELYS_EXECUTOR_OK)
     goto out;
 
@@ -926,30 +968,12 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
   pushf(&a, "%d", notify_fd);
   push(&a, "--notify-peer-fd");
   pushf(&a, "%d", notify_peer_fd);
-  if (st->host_root) {
-    if (fixed) {
-      push(&a, "--identity");
-      pushf(&a, "%u:%u", fixed_uid, fixed_gid);
-    } else {
-      push(&a, "--identity-range");
-      pushf(&a, "%llu:%llu", st->identity_first, st->identity_count);
-    }
-    push(&a, "--identity-lock");
-    pushf(&a, "%s/" IDENTITY_LOCK_FILE, st->staging_dir);
-    if (low.stage_count > 0) {
-      push(&a, "--staging-dir");
-      push(&a, st->staging_dir);
-    }
-    for (size_t i = 0; i < low.stage_count; i++) {
-      const maelys__bwrap_stage_t* sg = &low.stages[i];
-      push(&a, "--stage");
-      pushf(&a, "%zu", i);
-      push(&a, sg->source);
-      pushf(&a, "%llu", (unsigned long long)sg->dev);
-      pushf(&a, "%llu", (unsigned long long)sg->ino);
-      push(&a, sg->is_directory ? "d" : "f");
-    }
+  if (memory_cgroup) {
+    push(&a, "--cgroup-fd");
+    pushf(&a, "%d", limit + LAUNCHER_CGROUP);
   }
+  if (st->host_root)
+    push_identity_args(&a, st, request, &low);
   push(&a, "--");
   push(&a, "bwrap");
   push(&a, "--args");
@@ -981,7 +1005,8 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
                                       MAELYS_BACKEND_LAUNCH_NO_RLIMITS |
                                       MAELYS_BACKEND_LAUNCH_STATUS_CHANNEL |
                                       MAELYS_BACKEND_LAUNCH_NEW_PID_NAMESPACE |
-                                      MAELYS_BACKEND_LAUNCH_MEMORY_CGROUP);
+                                      MAELYS_BACKEND_LAUNCH_MEMORY_CGROUP |
+                                      MAELYS_BACKEND_LAUNCH_IMAGE_JOINS_CGROUP);
 out:
   free(blob);
   argv_dispose(&a);

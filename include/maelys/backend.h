@@ -31,7 +31,11 @@
 extern "C" {
 #endif
 
-/* ABI 6: maelys_backend_open_dir_nofollow, and the proof_key slot, with which
+/* ABI 7: the image may join the execution's memory cgroup itself
+ * (MAELYS_BACKEND_LAUNCH_IMAGE_JOINS_CGROUP, MAELYS_BACKEND_FD_CGROUP); the
+ * vtable is unchanged, and without the flag the core's child joins it, as
+ * before.
+ * ABI 6: maelys_backend_open_dir_nofollow, and the proof_key slot, with which
  * the core keeps what a probe proved in the host's proof cache
  * (maelys_executor_set_proof_cache) and reuses it while nothing the proof
  * depends on changed; a backend without it is probed at every registration, as
@@ -47,7 +51,7 @@ extern "C" {
  * ABI 2: the lifeline descriptor, pid-namespace launches, the execution's
  * memory cgroup, images executed from a descriptor and the identity event;
  * every addition is at the end of its enum, flag set or struct. */
-#define MAELYS_BACKEND_ABI_VERSION 6
+#define MAELYS_BACKEND_ABI_VERSION 7
 
 #if defined(__GNUC__)
 #define MAELYS_BACKEND_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -285,7 +289,13 @@ typedef enum maelys_backend_fd_source {
    * it as MAELYS_EXEC_STREAM_TERMINAL. A TTY request whose launch maps no
    * such descriptor is refused: the backend cannot make a terminal of the
    * payload's own (ABI 4). */
-  MAELYS_BACKEND_FD_TERMINAL = 5
+  MAELYS_BACKEND_FD_TERMINAL = 5,
+  /* MAELYS_BACKEND_LAUNCH_IMAGE_JOINS_CGROUP: the `cgroup.procs` file of the
+   * execution's memory cgroup, open for writing. It exists only when the
+   * core creates that cgroup (the plan sets a memory ceiling and the launch
+   * asks for MAELYS_BACKEND_LAUNCH_MEMORY_CGROUP): mapping it otherwise fails
+   * the spawn (ABI 7). */
+  MAELYS_BACKEND_FD_CGROUP = 6
 } maelys_backend_fd_source_t;
 
 /* Launch flags. */
@@ -307,6 +317,16 @@ typedef enum maelys_backend_fd_source {
  * peak in the receipt and removes the cgroup once the image was reaped; the
  * spawn fails when no memory controller is writable here (ABI 2). */
 #define MAELYS_BACKEND_LAUNCH_MEMORY_CGROUP (1u << 5)
+/* With MAELYS_BACKEND_LAUNCH_MEMORY_CGROUP: the image moves itself into the
+ * cgroup, by writing its pid to the descriptor mapped from
+ * MAELYS_BACKEND_FD_CGROUP, before it starts anything the ceiling must
+ * cover, and refuses to go on when that fails; the core's child does not.
+ * A migration waits for the kernel (an RCU grace period of the cgroup
+ * threadgroup lock, milliseconds), which the core's child would spend with
+ * the host's thread held in spawn, and which an image can overlap with its
+ * own start-up. The spawn fails when the core creates the cgroup and the
+ * launch maps no MAELYS_BACKEND_FD_CGROUP (ABI 7). */
+#define MAELYS_BACKEND_LAUNCH_IMAGE_JOINS_CGROUP (1u << 6)
 
 /* The image the core executes: an absolute path, argv (NULL-terminated) and
  * envp (NULL-terminated; NULL for an empty environment); all copied. Without

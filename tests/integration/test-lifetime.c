@@ -1234,6 +1234,97 @@ static void test_memory_ceiling(void** state) {
   harness_finish(&h);
 }
 
+/* The memory cgroup line of /proc/PID/cgroup ("N:memory:/path", or the v2
+ * line "0::/path" when there is no v1 memory hierarchy); false when gone. */
+static bool memory_cgroup_of(int pid, char* out, size_t size) {
+  char path[64], line[1024];
+  snprintf(path, sizeof path, "/proc/%d/cgroup", pid);
+  FILE* f = fopen(path, "re");
+  if (f == NULL)
+    return false;
+  out[0] = '\0';
+  while (fgets(line, sizeof line, f) != NULL) {
+    line[strcspn(line, "\n")] = '\0';
+    const char* c = strchr(line, ':');
+    if (c != NULL && strncmp(c, ":memory:", 8) == 0) {
+      snprintf(out, size, "%s", line);
+      break;
+    }
+    if (strncmp(line, "0::", 3) == 0)
+      snprintf(out, size, "%s", line);
+  }
+  fclose(f);
+  return out[0] != '\0';
+}
+
+/* With a memory ceiling every process of the execution is in the cgroup the
+ * core made for it: the launcher, which joins it itself (backend ABI 7),
+ * and everything it started, the payload included. */
+static void test_memory_cgroup_holds_every_process(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  uint64_t mask = 0;
+  maelys_executor_backend_capabilities(h.executor, "bubblewrap", &mask, NULL);
+  if (!(mask & MAELYS_BACKEND_CAP_LIMIT_MEMORY)) {
+    /* test_memory_ceiling checks the refusal there. */
+    harness_skip(&h, "no memory ceiling is proved here (not root?)");
+  }
+  char marker[64];
+  snprintf(marker, sizeof marker, "cgroup-tree-%d", (int)getpid());
+  maelys_executor_plan_t* plan = fixture_plan(256, UINT64_C(64) << 20);
+  maelys_execution_request_t* req =
+      request_fixture("bubblewrap", ARGS("sleep", "600000", marker));
+  maelys_execution_t* e = NULL;
+  char* err = NULL;
+  if (maelys_execution_spawn(h.executor, plan, req, &e, &err) != 0)
+    fail_msg("spawn: %s", err);
+  /* The launcher's command line has the marker too: wait for the payload
+   * itself, which runs only once the launcher joined. */
+  int pids[16];
+  int n = 0;
+  bool payload = false;
+  for (int tries = 0; tries < 5000 && !payload; tries++) {
+    n = marked_pids(marker, pids, 16);
+    for (int i = 0; i < n && i < 16 && !payload; i++) {
+      char path[64], comm[32] = "";
+      snprintf(path, sizeof path, "/proc/%d/comm", pids[i]);
+      FILE* f = fopen(path, "re");
+      if (f != NULL) {
+        payload = fgets(comm, sizeof comm, f) != NULL &&
+                  strncmp(comm, "maelys-fixture", 14) == 0;
+        fclose(f);
+      }
+    }
+    if (!payload)
+      sleep_ms(1);
+  }
+  if (!payload)
+    fail_msg("the payload never appeared");
+  char launcher[1024], mine[1024], other[1024];
+  assert_true(
+      memory_cgroup_of(maelys_execution_pid(e), launcher, sizeof launcher));
+  assert_true(memory_cgroup_of(getpid(), mine, sizeof mine));
+  if (strstr(launcher, "/maelys-") == NULL || strcmp(launcher, mine) == 0)
+    fail_msg("the launcher is in '%s', not an execution's cgroup", launcher);
+  for (int i = 0; i < n && i < 16; i++)
+    if (memory_cgroup_of(pids[i], other, sizeof other) &&
+        strcmp(other, launcher) != 0)
+      fail_msg("process %d is in '%s', the launcher in '%s'", pids[i], other,
+               launcher);
+  waited_t w;
+  memset(&w, 0, sizeof w);
+  maelys_execution_wait(e, waited_cb, &w, NULL);
+  maelys_execution_stop(e, MAELYS_EXEC_STOP_FORCED, NULL, NULL, NULL);
+  harness_run_until(&h, &w.done);
+  maelys_execution_release(e);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_host_killed_at_every_step),
@@ -1248,6 +1339,7 @@ int main(void) {
       cmocka_unit_test(test_nobody_cannot_enter),
       cmocka_unit_test(test_fork_bomb_stops_at_ceiling),
       cmocka_unit_test(test_memory_ceiling),
+      cmocka_unit_test(test_memory_cgroup_holds_every_process),
   };
   return harness_exit(
       cmocka_run_group_tests_name("lifetime", tests, NULL, NULL));

@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -473,8 +475,117 @@ static void test_proof_cache(void** state) {
   assert_int_equal(system(rm), 0);
 }
 
+/* A backend that says its image joins the memory cgroup itself (ABI 7):
+ * with `map` it maps the cgroup's procs file at 3, without it it does not. */
+static bool joiner_maps;
+
+static maelys_executor_result_t
+joiner_probe(void* state, maelys_backend_probe_t* probe, char** out_error) {
+  (void)state;
+  (void)out_error;
+  maelys_backend_probe_prove(probe, ~UINT64_C(0));
+  return MAELYS_EXECUTOR_OK;
+}
+
+static maelys_executor_result_t
+joiner_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
+               const maelys_execution_request_t* request,
+               maelys_backend_launch_t* launch, char** out_error) {
+  (void)state;
+  (void)proved;
+  (void)plan;
+  (void)request;
+  static const char* const argv[] = {"true", NULL};
+  maelys_executor_result_t r = maelys_backend_launch_set_image(
+      launch, "/bin/true", argv, NULL, out_error);
+  if (r == MAELYS_EXECUTOR_OK && joiner_maps)
+    r = maelys_backend_launch_map_fd(launch, 3, MAELYS_BACKEND_FD_CGROUP, 0,
+                                     out_error);
+  maelys_backend_launch_set_flags(launch,
+                                  MAELYS_BACKEND_LAUNCH_MEMORY_CGROUP |
+                                      MAELYS_BACKEND_LAUNCH_IMAGE_JOINS_CGROUP);
+  return r;
+}
+
+static const maelys_backend_t joiner = {
+    .abi_version = MAELYS_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(maelys_backend_t),
+    .name = "joiner",
+    .create = old_create,
+    .probe = joiner_probe,
+    .prepare = joiner_prepare,
+};
+
+static maelys_executor_result_t joiner_spawn(maelys_executor_t* ex,
+                                             uint64_t memory, char** err) {
+  maelys_executor_plan_t* plan = NULL;
+  maelys_execution_request_t* req = NULL;
+  assert_int_equal(maelys_executor_plan_create(&plan, NULL), 0);
+  assert_int_equal(maelys_executor_plan_set_root(
+                       plan, MAELYS_EXECUTOR_ROOT_READONLY, 0, NULL),
+                   0);
+  assert_int_equal(maelys_executor_plan_set_network(
+                       plan, MAELYS_EXECUTOR_NETWORK_NONE, NULL),
+                   0);
+  if (memory > 0)
+    assert_int_equal(maelys_executor_plan_set_limit(
+                         plan, MAELYS_EXECUTOR_LIMIT_MEMORY, memory, NULL),
+                     0);
+  char* seal_error = NULL;
+  if (maelys_executor_plan_seal(plan, &seal_error) != MAELYS_EXECUTOR_OK)
+    fail_msg("seal: %s", seal_error);
+  assert_int_equal(maelys_execution_request_create(&req, NULL), 0);
+  static const char* const argv[] = {"true", NULL};
+  assert_int_equal(
+      maelys_execution_request_set_executable(req, "/bin/true", NULL), 0);
+  assert_int_equal(maelys_execution_request_set_argv(req, argv, NULL), 0);
+  assert_int_equal(maelys_execution_request_set_backend(req, "joiner", NULL),
+                   0);
+  maelys_execution_t* e = NULL;
+  maelys_executor_result_t r = maelys_execution_spawn(ex, plan, req, &e, err);
+  assert_null(e);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  return r;
+}
+
+/* A backend whose image joins the memory cgroup itself must be given the
+ * cgroup's procs file when the core makes one, and cannot be given one
+ * when it makes none: either way nothing is launched. (Only uid 0 can make
+ * a memory cgroup here; elsewhere the spawn fails earlier, saying so.) */
+static void test_image_joins_cgroup_refusals(void** state) {
+  (void)state;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  maelys_executor_t* ex = NULL;
+  assert_int_equal(maelys_executor_create(&loop, &ex, NULL), 0);
+  assert_int_equal(maelys_executor_register_backend(ex, &joiner, NULL, NULL),
+                   0);
+  char* err = NULL;
+  joiner_maps = false;
+  maelys_executor_result_t r = joiner_spawn(ex, UINT64_C(64) << 20, &err);
+  if (geteuid() != 0) {
+    print_message("not root: no memory cgroup to join (%s)\n", err);
+    assert_int_not_equal(r, MAELYS_EXECUTOR_OK);
+    assert_non_null(strstr(err, "memory ceiling"));
+  } else {
+    assert_int_equal(r, MAELYS_EXECUTOR_ERR_ARGUMENT);
+    assert_non_null(strstr(err, "joins the memory cgroup itself but maps no "
+                                "MAELYS_BACKEND_FD_CGROUP"));
+  }
+  maelys_executor_error_free(err);
+  err = NULL;
+  joiner_maps = true;
+  assert_int_equal(joiner_spawn(ex, 0, &err), MAELYS_EXECUTOR_ERR_ARGUMENT);
+  assert_non_null(strstr(err, "maps child fd 3 to a descriptor that does not"));
+  maelys_executor_error_free(err);
+  assert_int_equal(maelys_executor_destroy(ex, NULL), 0);
+  uv_loop_close(&loop);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_image_joins_cgroup_refusals),
       cmocka_unit_test(test_older_abi_versions_register),
       cmocka_unit_test(test_abi_refusals),
       cmocka_unit_test(test_proof_cache),

@@ -25,7 +25,7 @@ static const maelys__proc_fd_t payload[] = {
     {0, 10}, {1, 11}, {2, 11}, {3, 12}, {4, 13}};
 
 static maelys__fd_sources_t sources(int status_fd, int lifeline_fd) {
-  return (maelys__fd_sources_t){payload, 5, status_fd, lifeline_fd, -1};
+  return (maelys__fd_sources_t){payload, 5, status_fd, lifeline_fd, -1, -1};
 }
 
 static int source_of(const maelys__proc_fd_t* fds, size_t n, int child) {
@@ -124,7 +124,7 @@ static void test_unresolvable_entries_refused(void** state) {
   assert_int_equal(maelys_backend_launch_map_fd(
                        &launch, 3, MAELYS_BACKEND_FD_PAYLOAD, 3, NULL),
                    0);
-  maelys__fd_sources_t captured = {payload, 3, -1, -1, -1};
+  maelys__fd_sources_t captured = {payload, 3, -1, -1, -1, -1};
   expect_refused(&launch, captured,
                  "backend 'example' maps child fd 3 to a descriptor");
   maelys__executor_launch_dispose(&launch);
@@ -149,22 +149,28 @@ static void test_unresolvable_entries_refused(void** state) {
                    0);
   expect_refused(&launch, sources(20, 21), "child fd 12");
   maelys__executor_launch_dispose(&launch);
+  /* A memory cgroup's procs file where the core made no cgroup (the plan
+   * sets no ceiling): the image cannot be told to join one. */
+  maelys__executor_launch_init(&launch, 5);
+  assert_int_equal(maelys_backend_launch_map_fd(
+                       &launch, 13, MAELYS_BACKEND_FD_CGROUP, 0, NULL),
+                   0);
+  expect_refused(&launch, sources(20, 21), "child fd 13");
+  maelys__executor_launch_dispose(&launch);
 }
 
-/* MAELYS_EXEC_IO_TTY: the terminal source is the rendezvous' child end. */
-static void test_terminal_rendezvous_resolved(void** state) {
-  (void)state;
+/* `source` mapped at child fd 12 (and the payload's 0) resolves to the
+ * core's descriptor 22 of that kind. */
+static void resolves_to_the_cores(maelys_backend_fd_source_t source,
+                                  maelys__fd_sources_t src) {
   maelys_backend_launch_t launch;
   maelys__executor_launch_init(&launch, 5);
   assert_int_equal(maelys_backend_launch_map_fd(
                        &launch, 0, MAELYS_BACKEND_FD_PAYLOAD, 0, NULL),
                    0);
-  assert_int_equal(maelys_backend_launch_map_fd(
-                       &launch, 12, MAELYS_BACKEND_FD_TERMINAL, 0, NULL),
+  assert_int_equal(maelys_backend_launch_map_fd(&launch, 12, source, 0, NULL),
                    0);
-  assert_true(maelys__launch_maps(&launch, MAELYS_BACKEND_FD_TERMINAL));
-  maelys__fd_sources_t src = sources(20, 21);
-  src.terminal_fd = 22;
+  assert_true(maelys__launch_maps(&launch, source));
   maelys__proc_fd_t out[8];
   size_t n = 0;
   assert_int_equal(
@@ -174,6 +180,23 @@ static void test_terminal_rendezvous_resolved(void** state) {
   assert_int_equal(source_of(out, n, 0), 10);
   assert_int_equal(source_of(out, n, 12), 22);
   maelys__executor_launch_dispose(&launch);
+}
+
+/* MAELYS_EXEC_IO_TTY: the terminal source is the rendezvous' child end. */
+static void test_terminal_rendezvous_resolved(void** state) {
+  (void)state;
+  maelys__fd_sources_t src = sources(20, 21);
+  src.terminal_fd = 22;
+  resolves_to_the_cores(MAELYS_BACKEND_FD_TERMINAL, src);
+}
+
+/* MAELYS_BACKEND_LAUNCH_IMAGE_JOINS_CGROUP: the cgroup source is the core's
+ * descriptor of the cgroup's procs file. */
+static void test_cgroup_procs_resolved(void** state) {
+  (void)state;
+  maelys__fd_sources_t src = sources(20, 21);
+  src.cgroup_fd = 22;
+  resolves_to_the_cores(MAELYS_BACKEND_FD_CGROUP, src);
 }
 
 static void test_too_small_an_output(void** state) {
@@ -198,6 +221,7 @@ int main(void) {
       cmocka_unit_test(test_map_of_a_wrapped_launch),
       cmocka_unit_test(test_unresolvable_entries_refused),
       cmocka_unit_test(test_terminal_rendezvous_resolved),
+      cmocka_unit_test(test_cgroup_procs_resolved),
       cmocka_unit_test(test_too_small_an_output),
   };
   return cmocka_run_group_tests_name("launch-fds", tests, NULL, NULL);

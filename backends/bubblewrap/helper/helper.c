@@ -33,7 +33,7 @@
  *     and sends its listener out of the sandbox over N (notify.c).
  *
  *   helper launch --lifeline-fd F --json-fd J --exec-fd X
- *                 [--notify-fd L --notify-peer-fd P]
+ *                 [--notify-fd L --notify-peer-fd P] [--cgroup-fd C]
  *                 [--identity UID:GID | --identity-range FIRST:COUNT]
  *                 [--identity-lock PATH] [--staging-dir DIR]
  *                 [--stage INDEX SOURCE DEV INO d|f]... -- BWRAP ARGV...
@@ -68,6 +68,9 @@
  * written through such a mount land on disk with the owner's ids; the
  * host's mount table is untouched. It reports "maelys-launch identity U G"
  * on its stderr (the status channel).
+ * With --cgroup-fd it joins the execution's memory cgroup, whose
+ * cgroup.procs C is, before it starts bwrap or the listener, and refuses to
+ * go on when it cannot (see start_join).
  * With --notify-fd it starts the denial listener (notify.c), a process of
  * its own outside the sandbox that receives the sandbox's listener on L
  * (whose peer P goes to bwrap, for the sandbox's init), and reports
@@ -101,6 +104,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -111,6 +115,7 @@
 
 #include <cap-ng.h>
 #include <jansson.h>
+#include <linux/magic.h>
 #include <linux/mount.h>
 
 #include "pty.h"
@@ -903,6 +908,49 @@ static int take_identity(int lock_fd, unsigned long long uid_first,
   return -EBUSY;
 }
 
+/*
+ * Joins the memory cgroup whose cgroup.procs is `fd`, from a child that
+ * writes this process's pid there while this one goes on taking its
+ * identity: every migration waits for an RCU grace period of the kernel's
+ * cgroup threadgroup lock (measured 5-13 ms on a v1 hierarchy here), which
+ * the core's spawning child used to spend with the host's thread held.
+ * Forks meanwhile are not held for that wait, only for the move itself. The
+ * child's pid, or a negative errno; join_wait says whether it joined. The
+ * descriptor must be a cgroup file: a write to anything else would succeed
+ * without moving anything.
+ */
+static pid_t start_join(int fd) {
+  struct statfs fs;
+  if (fstatfs(fd, &fs) != 0)
+    return -errno;
+  if (fs.f_type != CGROUP_SUPER_MAGIC && fs.f_type != CGROUP2_SUPER_MAGIC)
+    return -EBADF;
+  pid_t pid = fork();
+  if (pid < 0)
+    return -errno;
+  if (pid == 0) {
+    /* The parent as this child's pid namespace names it (1 for the
+     * namespace's init), which is how cgroup.procs reads a pid. */
+    char buf[24];
+    int n = snprintf(buf, sizeof buf, "%d", (int)getppid());
+    if (write(fd, buf, (size_t)n) == (ssize_t)n)
+      _exit(0);
+    _exit(errno > 0 && errno < 126 ? errno : 125);
+  }
+  return pid;
+}
+
+/* 0 once the child of start_join moved this process, else an errno. */
+static int join_wait(pid_t pid) {
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR)
+      return errno;
+  if (!WIFEXITED(status))
+    return EIO;
+  return WEXITSTATUS(status) == 125 ? EIO : WEXITSTATUS(status);
+}
+
 /* A user namespace mapping owner:group to uid:gid, whose descriptor gives an
  * idmapped mount its mapping. A child created in it lives only until its
  * maps are written. */
@@ -1060,6 +1108,50 @@ static int stage_binds(const char* dir, const stage_arg_t* stages, size_t count,
 static const int launch_forwarded[] = {SIGTERM, SIGINT,  SIGHUP,
                                        SIGQUIT, SIGUSR1, SIGUSR2};
 
+/* Takes the sandbox's host identity (--identity or --identity-range, see
+ * take_identity) under the lock file at `lock_path`, and reports it on the
+ * status channel: 0, or launch_fail's status. The lock's descriptor stays
+ * open, and locked, until this process exits. */
+static int become_identity(const char* lock_path, bool fixed,
+                           unsigned long long id_a, unsigned long long id_b,
+                           uid_t* uid, gid_t* gid) {
+  int lock_fd =
+      open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  struct stat lst;
+  if (lock_fd < 0)
+    return launch_fail("open the identity lock", lock_path, errno);
+  if (fstat(lock_fd, &lst) != 0 || !S_ISREG(lst.st_mode) || lst.st_uid != 0 ||
+      (lst.st_mode & 022) != 0)
+    return launch_fail("the identity lock is not a root-owned file", lock_path,
+                       EPERM);
+  char why[512], what[600];
+  int r = take_identity(lock_fd, id_a, fixed ? id_b : id_a, fixed ? 1 : id_b,
+                        uid, gid, why, sizeof why);
+  snprintf(what, sizeof what, fixed ? "%s" : "(the last one refused: %s)", why);
+  if (r == -EBUSY)
+    return launch_fail(fixed ? "the requested identity is in use:"
+                             : "every identity of the range is in use",
+                       what, EBUSY);
+  if (r != 0)
+    return launch_fail("take a host identity", NULL, -r);
+  fprintf(stderr, "maelys-launch identity %u %u\n", (unsigned)*uid,
+          (unsigned)*gid);
+  fflush(stderr);
+  return 0;
+}
+
+/* Host root is needed no longer: this launcher lives on as the sandbox's
+ * identity too (it still signals the sandbox's pid 1 and holds the
+ * identity's lock), so no process of the execution keeps host uid 0 or a
+ * capability. 0, or launch_fail's status. */
+static int drop_to_identity(uid_t uid, gid_t gid) {
+  if (setgroups(0, NULL) != 0 || setresgid(gid, gid, gid) != 0 ||
+      setresuid(uid, uid, uid) != 0)
+    return launch_fail("change to the sandbox identity", NULL, errno);
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  return 0;
+}
+
 static void ignore_signal(int sig) {
   (void)sig;
 }
@@ -1130,7 +1222,7 @@ static pid_t start_listener(int sock, int peer, const sigset_t* old) {
 
 static int launch_main(int argc, char** argv) {
   int lifeline = -1, json_fd = -1, exec_fd = -1;
-  int notify_fd = -1, notify_peer_fd = -1;
+  int notify_fd = -1, notify_peer_fd = -1, cgroup_fd = -1;
   const char* lock_path = NULL;
   const char* staging_dir = NULL;
   bool fixed = false, ranged = false;
@@ -1161,6 +1253,9 @@ static int launch_main(int argc, char** argv) {
         goto usage;
     } else if (strcmp(a, "--notify-peer-fd") == 0) {
       if (parse_int(argv[++i], &notify_peer_fd) != 0)
+        goto usage;
+    } else if (strcmp(a, "--cgroup-fd") == 0) {
+      if (parse_int(argv[++i], &cgroup_fd) != 0 || cgroup_fd < 3)
         goto usage;
     } else if (strcmp(a, "--identity") == 0) {
       if (parse_pair(argv[++i], &id_a, &id_b) != 0 || id_a == 0 || id_b == 0 ||
@@ -1224,45 +1319,31 @@ static int launch_main(int argc, char** argv) {
   struct pollfd host = {.fd = lifeline, .events = POLLIN};
   if (poll(&host, 1, 0) < 0 || (host.revents & (POLLHUP | POLLERR)) != 0)
     return 127;
+  pid_t joiner = 0;
+  if (cgroup_fd >= 0) {
+    joiner = start_join(cgroup_fd);
+    if (joiner < 0)
+      return launch_fail("join the memory cgroup", NULL, -joiner);
+    close(cgroup_fd);
+  }
 
   uid_t uid = getuid();
   gid_t gid = getgid();
   if (fixed || ranged) {
-    int lock_fd =
-        open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    struct stat lst;
-    if (lock_fd < 0)
-      return launch_fail("open the identity lock", lock_path, errno);
-    if (fstat(lock_fd, &lst) != 0 || !S_ISREG(lst.st_mode) || lst.st_uid != 0 ||
-        (lst.st_mode & 022) != 0)
-      return launch_fail("the identity lock is not a root-owned file",
-                         lock_path, EPERM);
-    char why[512], what[600];
-    int r = take_identity(lock_fd, id_a, fixed ? id_b : id_a, fixed ? 1 : id_b,
-                          &uid, &gid, why, sizeof why);
-    snprintf(what, sizeof what, fixed ? "%s" : "(the last one refused: %s)",
-             why);
-    if (r == -EBUSY)
-      return launch_fail(fixed ? "the requested identity is in use:"
-                               : "every identity of the range is in use",
-                         what, EBUSY);
+    int r = become_identity(lock_path, fixed, id_a, id_b, &uid, &gid);
+    if (r == 0)
+      r = stage_binds(staging_dir, stages, stage_count, uid, gid);
+    if (r == 0)
+      r = drop_to_identity(uid, gid);
     if (r != 0)
-      return launch_fail("take a host identity", NULL, -r);
-    /* lock_fd stays open, and locked, until this process exits. */
-    fprintf(stderr, "maelys-launch identity %u %u\n", (unsigned)uid,
-            (unsigned)gid);
-    fflush(stderr);
-    int sr = stage_binds(staging_dir, stages, stage_count, uid, gid);
-    if (sr != 0)
-      return sr;
-    /* Host root is needed no longer: this launcher lives on as the
-     * sandbox's identity too (it still signals the sandbox's pid 1 and holds
-     * the identity's lock), so no process of the execution keeps host uid 0
-     * or a capability. */
-    if (setgroups(0, NULL) != 0 || setresgid(gid, gid, gid) != 0 ||
-        setresuid(uid, uid, uid) != 0)
-      return launch_fail("change to the sandbox identity", NULL, errno);
-    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+      return r;
+  }
+  /* In the cgroup before anything of the sandbox starts: the listener,
+   * bwrap and all they start are charged there. */
+  if (joiner > 0) {
+    int jr = join_wait(joiner);
+    if (jr != 0)
+      return launch_fail("join the memory cgroup", NULL, jr);
   }
 
   /* The denial listener runs under the sandbox's identity too: it reads
