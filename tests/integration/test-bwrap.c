@@ -1057,6 +1057,105 @@ static void test_never_host_root(void** state) {
   harness_finish(&h);
 }
 
+/* A directory of a cgroup mount (v1 or v2) where this process may make a
+ * cgroup, in `out`; false when there is none (not root, no cgroupfs). */
+static bool cgroup_mount(char* out, size_t size, bool* v2) {
+  FILE* f = fopen("/proc/self/mountinfo", "re");
+  if (f == NULL)
+    return false;
+  char line[4096];
+  bool found = false;
+  while (!found && fgets(line, sizeof line, f) != NULL) {
+    char point[1024], type[64];
+    const char* dash = strstr(line, " - ");
+    if (dash == NULL || sscanf(dash + 3, "%63s", type) != 1 ||
+        sscanf(line, "%*s %*s %*s %*s %1023s", point) != 1)
+      continue;
+    if (strcmp(type, "cgroup2") != 0 && strcmp(type, "cgroup") != 0)
+      continue;
+    if (access(point, W_OK) == 0) {
+      snprintf(out, size, "%s", point);
+      *v2 = strcmp(type, "cgroup2") == 0;
+      found = true;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+/* The launcher joins the memory cgroup only through a cgroup.procs file: a
+ * pid written to another cgroup file is accepted by the kernel and moves
+ * nothing, so such a descriptor fails the launch before anything starts. */
+static void test_launcher_refuses_a_file_not_cgroup_procs(void** state) {
+  (void)state;
+  char mount[1024], dir[1200], file[1300];
+  bool v2 = false;
+  if (getuid() != 0 || !cgroup_mount(mount, sizeof mount, &v2))
+    harness_skip(NULL,
+                 "the launcher joins a memory cgroup only for a root "
+                 "host with a writable cgroupfs (uid %u here)",
+                 (unsigned)getuid());
+  snprintf(dir, sizeof dir, "%s/maelys-test-join-%d", mount, (int)getpid());
+  assert_int_equal(mkdir(dir, 0755), 0);
+  snprintf(file, sizeof file, "%s/%s", dir,
+           v2 ? "cgroup.max.depth" : "notify_on_release");
+  int wrong = open(file, O_WRONLY | O_CLOEXEC);
+  assert_true(wrong >= 0);
+  int life[2], err[2];
+  assert_int_equal(pipe2(life, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(err, O_CLOEXEC), 0);
+  pid_t p = fork();
+  assert_true(p >= 0);
+  if (p == 0) {
+    /* lifeline 3 (its write end stays with the test), json 4, exec 5 (any
+     * descriptor: the launch must stop before it), the wrong file at 6 */
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    /* Out of the way first: any of them may sit at 3 to 6 already. */
+    int from[] = {
+        fcntl(life[0], F_DUPFD_CLOEXEC, 100), fcntl(null, F_DUPFD_CLOEXEC, 100),
+        fcntl(null, F_DUPFD_CLOEXEC, 100), fcntl(wrong, F_DUPFD_CLOEXEC, 100)};
+    for (int k = 0; k < 4; k++)
+      if (from[k] < 0 || dup2(from[k], 3 + k) < 0)
+        _exit(126);
+    if (dup2(err[1], 2) < 0)
+      _exit(126);
+    /* As the core starts it: pid 1 of a pid namespace of its own, whose
+     * pid as written ("1") the kernel would take for any cgroup file. */
+    if (unshare(CLONE_NEWPID) != 0)
+      _exit(126);
+    pid_t init = fork();
+    if (init == 0) {
+      execl(MAELYS_HELPER, "maelys-launch", "launch", "--lifeline-fd", "3",
+            "--json-fd", "4", "--exec-fd", "5", "--cgroup-fd", "6", "--",
+            "bwrap", (char*)NULL);
+      _exit(126);
+    }
+    int st = 0;
+    if (init < 0 || waitpid(init, &st, 0) != init || !WIFEXITED(st))
+      _exit(126);
+    _exit(WEXITSTATUS(st));
+  }
+  close(err[1]);
+  char out[512] = "";
+  size_t got = 0;
+  ssize_t n;
+  while (got + 1 < sizeof out &&
+         (n = read(err[0], out + got, sizeof out - 1 - got)) > 0)
+    got += (size_t)n;
+  out[got] = '\0';
+  int ws = 0;
+  assert_int_equal(waitpid(p, &ws, 0), p);
+  close(err[0]);
+  close(life[0]);
+  close(life[1]);
+  close(wrong);
+  assert_int_equal(rmdir(dir), 0);
+  assert_true(WIFEXITED(ws));
+  assert_int_equal(WEXITSTATUS(ws), 127);
+  if (strstr(out, "join the memory cgroup") == NULL)
+    fail_msg("the launcher said: %s", out);
+}
+
 /* The signal that ends the fixture's int 0x80 call (getpid through the
  * i386 entry point) run unconfined, or 0 when the call returns. Seen: a
  * guest whose hypervisor has no such entry (kernel 6.18, IA32 emulation
@@ -1685,6 +1784,7 @@ int main(void) {
       cmocka_unit_test(test_ephemeral_root),
       cmocka_unit_test(test_missing_bwrap_refuses),
       cmocka_unit_test(test_blocked_userns_refuses),
+      cmocka_unit_test(test_launcher_refuses_a_file_not_cgroup_procs),
       cmocka_unit_test(test_symlink_source_refused),
       cmocka_unit_test(test_too_many_descriptors_refused),
       cmocka_unit_test(test_receipt),

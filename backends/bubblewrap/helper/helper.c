@@ -89,6 +89,7 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -908,47 +909,97 @@ static int take_identity(int lock_fd, unsigned long long uid_first,
   return -EBUSY;
 }
 
+/* The cgroup a join is for: the directory of the cgroup.procs file the
+ * core opened, as this process's mount table names it. */
+typedef struct join {
+  pid_t child;
+  char dir[PATH_MAX];
+} join_t;
+
 /*
  * Joins the memory cgroup whose cgroup.procs is `fd`, from a child that
  * writes this process's pid there while this one goes on taking its
  * identity: every migration waits for an RCU grace period of the kernel's
  * cgroup threadgroup lock (measured 5-13 ms on a v1 hierarchy here), which
  * the core's spawning child used to spend with the host's thread held.
- * Forks meanwhile are not held for that wait, only for the move itself. The
- * child's pid, or a negative errno; join_wait says whether it joined. The
- * descriptor must be a cgroup file: a write to anything else would succeed
- * without moving anything.
+ * Forks meanwhile are not held for that wait, only for the move itself. 0
+ * or a negative errno; join_wait says whether it joined. The descriptor
+ * must be a cgroup.procs file: a write of a pid to any other cgroup file
+ * (cgroup.clone_children, cgroup.max.depth) succeeds without moving
+ * anything, and to anything else proves nothing either.
  */
-static pid_t start_join(int fd) {
+static int start_join(int fd, join_t* j) {
   struct statfs fs;
   if (fstatfs(fd, &fs) != 0)
     return -errno;
   if (fs.f_type != CGROUP_SUPER_MAGIC && fs.f_type != CGROUP2_SUPER_MAGIC)
     return -EBADF;
+  char link[64];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, j->dir, sizeof j->dir - 1);
+  if (n <= 0 || (size_t)n >= sizeof j->dir - 1)
+    return -EBADF;
+  j->dir[n] = '\0';
+  char* slash = strrchr(j->dir, '/');
+  if (slash == NULL || strcmp(slash, "/cgroup.procs") != 0)
+    return -EBADF;
+  *slash = '\0';
+  /* This process as its own pid namespace names it (1 for the namespace's
+   * init), which is how cgroup.procs reads a pid written from the same
+   * namespace; the child writes it only while this process is its parent,
+   * and dies with it. */
+  pid_t self = getpid();
   pid_t pid = fork();
   if (pid < 0)
     return -errno;
   if (pid == 0) {
-    /* The parent as this child's pid namespace names it (1 for the
-     * namespace's init), which is how cgroup.procs reads a pid. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != self)
+      _exit(125);
     char buf[24];
-    int n = snprintf(buf, sizeof buf, "%d", (int)getppid());
-    if (write(fd, buf, (size_t)n) == (ssize_t)n)
+    int len = snprintf(buf, sizeof buf, "%d", (int)self);
+    if (write(fd, buf, (size_t)len) == (ssize_t)len)
       _exit(0);
-    _exit(errno > 0 && errno < 126 ? errno : 125);
+    _exit(errno > 0 && errno < 125 ? errno : 125);
   }
-  return pid;
+  j->child = pid;
+  return 0;
 }
 
-/* 0 once the child of start_join moved this process, else an errno. */
-static int join_wait(pid_t pid) {
+/* Whether /proc/self/cgroup places this process in the cgroup whose
+ * directory (a path under a cgroup mount) is `dir`: some hierarchy's path
+ * for it, not the root, ends `dir`. */
+static bool in_cgroup(const char* dir) {
+  FILE* f = fopen("/proc/self/cgroup", "re");
+  if (f == NULL)
+    return false;
+  char line[PATH_MAX + 128];
+  size_t dlen = strlen(dir);
+  bool found = false;
+  while (!found && fgets(line, sizeof line, f) != NULL) {
+    line[strcspn(line, "\n")] = '\0';
+    char* path = strchr(line, ':');
+    path = path != NULL ? strchr(path + 1, ':') : NULL;
+    if (path == NULL || strcmp(++path, "/") == 0)
+      continue;
+    size_t plen = strlen(path);
+    found = plen <= dlen && strcmp(dir + dlen - plen, path) == 0;
+  }
+  fclose(f);
+  return found;
+}
+
+/* 0 once the child of start_join moved this process and the kernel says
+ * this process is in that cgroup, else an errno. */
+static int join_wait(const join_t* j) {
   int status;
-  while (waitpid(pid, &status, 0) < 0)
+  while (waitpid(j->child, &status, 0) < 0)
     if (errno != EINTR)
       return errno;
-  if (!WIFEXITED(status))
+  if (!WIFEXITED(status) || WEXITSTATUS(status) == 125)
     return EIO;
-  return WEXITSTATUS(status) == 125 ? EIO : WEXITSTATUS(status);
+  if (WEXITSTATUS(status) != 0)
+    return WEXITSTATUS(status);
+  return in_cgroup(j->dir) ? 0 : ESRCH;
 }
 
 /* A user namespace mapping owner:group to uid:gid, whose descriptor gives an
@@ -1319,11 +1370,11 @@ static int launch_main(int argc, char** argv) {
   struct pollfd host = {.fd = lifeline, .events = POLLIN};
   if (poll(&host, 1, 0) < 0 || (host.revents & (POLLHUP | POLLERR)) != 0)
     return 127;
-  pid_t joiner = 0;
+  join_t join = {.child = 0};
   if (cgroup_fd >= 0) {
-    joiner = start_join(cgroup_fd);
-    if (joiner < 0)
-      return launch_fail("join the memory cgroup", NULL, -joiner);
+    int jr = start_join(cgroup_fd, &join);
+    if (jr < 0)
+      return launch_fail("join the memory cgroup", NULL, -jr);
     close(cgroup_fd);
   }
 
@@ -1340,8 +1391,8 @@ static int launch_main(int argc, char** argv) {
   }
   /* In the cgroup before anything of the sandbox starts: the listener,
    * bwrap and all they start are charged there. */
-  if (joiner > 0) {
-    int jr = join_wait(joiner);
+  if (join.child > 0) {
+    int jr = join_wait(&join);
     if (jr != 0)
       return launch_fail("join the memory cgroup", NULL, jr);
   }
