@@ -1175,25 +1175,9 @@ static int become_identity(const char* lock_path, bool fixed,
       (lst.st_mode & 022) != 0)
     return launch_fail("the identity lock is not a root-owned file", lock_path,
                        EPERM);
-  /* The search reads every process of the host (see identity_conflict):
-   * with a hundred launches at once that is most of two cores, and the
-   * host's own thread (its loop, the child its spawn call waits for) waited
-   * behind it. It runs at nice 19, a seventieth of the CPU weight of an
-   * ordinary task, and the launch goes on at the level it had. Measured
-   * with the Node binding's 100-sandbox loop test as root on 2 cores: the
-   * longest spawn call 24-54 ms (151 ms before), the host's 2 ms timer
-   * fired 1450-1578 times instead of 301 while they started; all 100 ran
-   * after 7.1-7.5 s (6.4 s before). Not SCHED_IDLE (14-45 ms there): a
-   * host busy with ordinary work would leave the search almost no CPU, nor
-   * nice 10 (a spawn call of 235 ms seen). */
-  errno = 0;
-  int nice_was = getpriority(PRIO_PROCESS, 0);
-  bool niced = errno == 0 && setpriority(PRIO_PROCESS, 0, 19) == 0;
   char why[512], what[600];
   int r = take_identity(lock_fd, id_a, fixed ? id_b : id_a, fixed ? 1 : id_b,
                         uid, gid, why, sizeof why);
-  if (niced && setpriority(PRIO_PROCESS, 0, nice_was) != 0)
-    return launch_fail("restore the scheduling priority", NULL, errno);
   snprintf(what, sizeof what, fixed ? "%s" : "(the last one refused: %s)", why);
   if (r == -EBUSY)
     return launch_fail(fixed ? "the requested identity is in use:"
