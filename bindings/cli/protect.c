@@ -174,7 +174,7 @@ static bool dir_is_empty(int dirfd, const char* name) {
 
 /* A placeholder this program made (now or in a run that was killed before
  * removing it): empty, with the placeholder's mode. */
-static bool is_placeholder(const char* abs, const struct stat* st) {
+bool warden_protect_is_placeholder(const char* abs, const struct stat* st) {
   if (S_ISREG(st->st_mode))
     return (st->st_mode & 07777) == PLACEHOLDER_FILE_MODE && st->st_size == 0;
   if (!S_ISDIR(st->st_mode) || (st->st_mode & 07777) != PLACEHOLDER_DIR_MODE)
@@ -531,8 +531,9 @@ static int git_file(scan_t* s, const char* dir, const char* name,
   int r = lstat_walk(path, &st), rc = 0;
   if (r == 0 && S_ISREG(st.st_mode))
     rc = add_item(s->p, path,
-                  is_placeholder(path, &st) ? WARDEN_PROTECT_RESERVED
-                                            : WARDEN_PROTECT_READ_ONLY,
+                  warden_protect_is_placeholder(path, &st)
+                      ? WARDEN_PROTECT_RESERVED
+                      : WARDEN_PROTECT_READ_ONLY,
                   false, why, s->err);
   else if (r == 0 && S_ISLNK(st.st_mode))
     rc = refuse_link(s->p, s->root, path, "a symbolic link", s->err);
@@ -668,8 +669,9 @@ static int protect_git_dir(scan_t* s, const char* dir, const char* why) {
   int r = lstat_walk(hooks, &st);
   if (rc == 0 && r == 0 && S_ISDIR(st.st_mode))
     rc = add_item(s->p, hooks,
-                  is_placeholder(hooks, &st) ? WARDEN_PROTECT_RESERVED
-                                             : WARDEN_PROTECT_READ_ONLY,
+                  warden_protect_is_placeholder(hooks, &st)
+                      ? WARDEN_PROTECT_RESERVED
+                      : WARDEN_PROTECT_READ_ONLY,
                   true, why_hooks, s->err);
   else if (rc == 0 && r == 0)
     rc = refuse_link(
@@ -730,8 +732,9 @@ static int scan_git(scan_t* s) {
     rc = add_reserved(s->p, maelys, true, why_maelys, s->err);
   else if (r == 0 && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
     rc = add_item(s->p, maelys,
-                  is_placeholder(maelys, &st) ? WARDEN_PROTECT_RESERVED
-                                              : WARDEN_PROTECT_READ_ONLY,
+                  warden_protect_is_placeholder(maelys, &st)
+                      ? WARDEN_PROTECT_RESERVED
+                      : WARDEN_PROTECT_READ_ONLY,
                   S_ISDIR(st.st_mode), why_maelys, s->err);
   else if (r == 0)
     rc = refuse_link(s->p, s->root, maelys,
@@ -742,7 +745,7 @@ static int scan_git(scan_t* s) {
     r = lstat_walk(git, &st);
     if (r == -ENOENT) {
       rc = add_reserved(s->p, git, true, why_git_reserved, s->err);
-    } else if (r == 0 && is_placeholder(git, &st)) {
+    } else if (r == 0 && warden_protect_is_placeholder(git, &st)) {
       rc = add_item(s->p, git, WARDEN_PROTECT_RESERVED, true, why_git_reserved,
                     s->err);
     } else if (r == 0 && S_ISDIR(st.st_mode)) {
@@ -1007,7 +1010,8 @@ int warden_protect_from_plan(warden_protection_t* p,
     } else if (r.access == MAELYS_EXECUTOR_ACCESS_READ && in_write) {
       struct stat st;
       int e = lstat_walk(r.path, &st);
-      kind = ((e == -ENOENT) || (e == 0 && is_placeholder(r.path, &st))) &&
+      kind = ((e == -ENOENT) ||
+              (e == 0 && warden_protect_is_placeholder(r.path, &st))) &&
                      reservable(r.path, is_dir)
                  ? WARDEN_PROTECT_RESERVED
                  : WARDEN_PROTECT_READ_ONLY;
@@ -1077,7 +1081,7 @@ static int hold(warden_protection_t* p, const char* path, bool is_dir,
               fstatat(parent, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
               held.st_dev == now.st_dev && held.st_ino == now.st_ino;
     close(parent);
-    if (ok && !is_placeholder(path, &now)) {
+    if (ok && !warden_protect_is_placeholder(path, &now)) {
       /* Something real took the name since the scan. */
       close(fd);
       return cli_fail(err, "IO_FAILED", "Run it again.",
@@ -1146,7 +1150,7 @@ void warden_protect_release(warden_protection_t* p) {
       struct stat st;
       if (parent >= 0 && fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
           st.st_dev == h->dev && st.st_ino == h->ino &&
-          is_placeholder(h->path, &st))
+          warden_protect_is_placeholder(h->path, &st))
         unlinkat(parent, name, h->is_dir ? AT_REMOVEDIR : 0);
       if (parent >= 0)
         close(parent);

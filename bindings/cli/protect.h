@@ -131,6 +131,10 @@ int warden_protect_reserve(warden_protection_t* p, cli_error_t* err);
 /* Removes the placeholders no other run uses any more. Idempotent. */
 void warden_protect_release(warden_protection_t* p);
 
+/* Whether `path` (absolute, with `st` from lstat) is a placeholder this
+ * program makes: empty, with the placeholder's mode. */
+bool warden_protect_is_placeholder(const char* path, const struct stat* st);
+
 /* After the execution ended (nothing of it runs any more): a protected path
  * replaced or removed on the host during the run (the kernel then drops the
  * sandbox's mount on it), a watched name the payload created, or a nested

@@ -28,10 +28,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "maelys/backend.h"
+#include "protect.h"
 #include "warden.h"
 
 #define RECORD_FILE "writable-paths"
@@ -277,11 +279,129 @@ int warden_written_check(const char* option, const char* path, const char* what,
   return rc;
 }
 
-int warden_written_record(const maelys_executor_plan_t* plan,
-                          cli_error_t* err) {
-  if (g_state[0] == '\0')
-    return cli_fail(err, "UNEXPECTED", NULL,
-                    "no state directory to record writable paths in");
+/* The entry without its kept paths, as text: two entries with one key
+ * record the same writable path, by name and identity. */
+static char* entry_key(json_t* e) {
+  json_t* copy = json_copy(e);
+  json_object_del(copy, "readonly");
+  char* key = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(copy);
+  return key;
+}
+
+/* Whether the kept path `ro` recorded is still the very file that was kept
+ * (what warden_written_check requires before it trusts a file below it). */
+static bool kept_alive(json_t* ro) {
+  const char* r = json_string_value(json_object_get(ro, "path"));
+  json_t* dev = json_object_get(ro, "dev");
+  json_t* ino = json_object_get(ro, "ino");
+  json_t* born = json_object_get(ro, "born");
+  struct stat st;
+  return r != NULL && json_is_integer(dev) && json_is_integer(ino) &&
+         json_is_integer(born) && lstat(r, &st) == 0 &&
+         st.st_dev == (dev_t)json_integer_value(dev) &&
+         st.st_ino == (ino_t)json_integer_value(ino) &&
+         birth(AT_FDCWD, r, 0) == (long long)json_integer_value(born);
+}
+
+/* Whether some writable path is recorded more than once in `all`. */
+static bool repeats(json_t* all) {
+  json_t* keys = json_object();
+  bool again = false;
+  size_t i;
+  json_t* e;
+  json_array_foreach(all, i, e) {
+    char* key = entry_key(e);
+    if (key == NULL || json_object_get(keys, key) != NULL)
+      again = true;
+    else
+      json_object_set_new(keys, key, json_true());
+    free(key);
+    if (again)
+      break;
+  }
+  json_decref(keys);
+  return again;
+}
+
+/*
+ * The record, compacted: a kept path that is no longer the file that was
+ * kept (a placeholder removed after its run, a directory deleted) can never
+ * exempt anything again (birth times are not reused), so it is dropped, and
+ * entries that are then equal are written once. Both only ever refuse as
+ * much as before: nothing a sandbox could write becomes trusted. Without
+ * this the record grew by a line per run of the same workspace (each run's
+ * placeholders had new identities) and every check read all of it.
+ */
+static json_t* compacted(json_t* all) {
+  json_t* out = json_array();
+  size_t i;
+  json_t* e;
+  json_array_foreach(all, i, e) {
+    json_t* entry = json_deep_copy(e);
+    json_t* ro = json_object_get(entry, "readonly");
+    for (size_t k = json_array_size(ro); k-- > 0;)
+      if (!kept_alive(json_array_get(ro, k)))
+        json_array_remove(ro, k);
+    bool seen = false;
+    size_t j;
+    json_t* o;
+    json_array_foreach(out, j, o) seen = seen || json_equal(o, entry);
+    if (seen)
+      json_decref(entry);
+    else
+      json_array_append_new(out, entry);
+  }
+  return out;
+}
+
+/* Writes `lines` (one JSON object per line) to `fd`: 0 or -1 (errno). */
+static int write_lines(int fd, json_t* lines) {
+  size_t i;
+  json_t* e;
+  json_array_foreach(lines, i, e) {
+    char* line = json_dumps(e, JSON_COMPACT);
+    char* full = line ? malloc(strlen(line) + 2) : NULL;
+    if (full != NULL)
+      sprintf(full, "%s\n", line);
+    /* One write per line (O_APPEND): concurrent runs never interleave. */
+    bool ok =
+        full != NULL && write(fd, full, strlen(full)) == (ssize_t)strlen(full);
+    free(full);
+    free(line);
+    if (!ok) {
+      if (errno == 0)
+        errno = ENOMEM;
+      return -1;
+    }
+  }
+  return fsync(fd);
+}
+
+/* Replaces the record by `lines`, atomically (a reader sees the old record
+ * or the new one, never a part). */
+static int rewrite(const char* path, json_t* lines) {
+  char tmp[PATH_MAX + 48];
+  snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
+  int fd = mkostemp(tmp, O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  int rc = write_lines(fd, lines);
+  int e = errno;
+  close(fd);
+  if (rc == 0 && rename(tmp, path) != 0) {
+    rc = -1;
+    e = errno;
+  }
+  if (rc != 0)
+    unlink(tmp);
+  errno = e;
+  return rc;
+}
+
+/* The entries the plan's writable paths need (each with the identities of
+ * what the plan keeps read-only inside it). */
+static json_t* plan_entries(const maelys_executor_plan_t* plan) {
   size_t mounts = maelys_executor_plan_mount_count(plan);
   size_t rules = maelys_executor_plan_rule_count(plan);
   const char* readable[MAELYS__CLI_MAX_KEPT];
@@ -295,10 +415,6 @@ int warden_written_record(const maelys_executor_plan_t* plan,
         r.access != MAELYS_EXECUTOR_ACCESS_WRITE)
       readable[nread++] = r.path;
   }
-  bool failed = false;
-  json_t* known = load(err, &failed);
-  if (failed)
-    return -1;
   json_t* fresh = json_array();
   for (size_t i = 0; i < mounts + rules; i++) {
     const char* w = NULL;
@@ -328,8 +444,12 @@ int warden_written_record(const maelys_executor_plan_t* plan,
     for (size_t k = 0; k < nread; k++) {
       struct stat rs;
       long long rborn;
+      /* A placeholder (protect.h) is removed after the last run that uses
+       * it, so it never exempts anything later: recording it would only
+       * add a line per run. */
       if (strcmp(readable[k], w) == 0 || !within(readable[k], w) ||
           lstat(readable[k], &rs) != 0 ||
+          warden_protect_is_placeholder(readable[k], &rs) ||
           (rborn = birth(AT_FDCWD, readable[k], 0)) < 0)
         continue; /* kept by no identity: never trusted later */
       json_array_append_new(
@@ -338,56 +458,89 @@ int warden_written_record(const maelys_executor_plan_t* plan,
                         "born", (json_int_t)rborn));
     }
     json_object_set_new(entry, "readonly", ro);
-    bool seen = false;
     size_t j;
     json_t* e;
-    json_array_foreach(known, j, e) seen = seen || json_equal(e, entry);
+    bool seen = false;
     json_array_foreach(fresh, j, e) seen = seen || json_equal(e, entry);
     if (seen)
       json_decref(entry);
     else
       json_array_append_new(fresh, entry);
   }
+  return fresh;
+}
+
+int warden_written_record(const maelys_executor_plan_t* plan,
+                          cli_error_t* err) {
+  if (g_state[0] == '\0')
+    return cli_fail(err, "UNEXPECTED", NULL,
+                    "no state directory to record writable paths in");
+  json_t* fresh = plan_entries(plan);
+  bool failed = false;
+  json_t* known = load(err, &failed);
+  if (failed) {
+    json_decref(fresh);
+    return -1;
+  }
+  /* Nothing new (the common case: the same workspace again): no write, no
+   * lock. */
+  size_t i, j;
+  json_t *e, *k;
+  json_array_foreach(fresh, i, e) {
+    bool seen = false;
+    json_array_foreach(known, j, k) seen = seen || json_equal(k, e);
+    if (seen)
+      json_array_remove(fresh, i--);
+  }
   json_decref(known);
-  int rc = 0;
-  if (json_array_size(fresh) > 0) {
-    json_decref(g_loaded);
-    g_loaded = NULL;
-    if (warden_mkdir_private(g_state) != 0) {
+  if (json_array_size(fresh) == 0) {
+    json_decref(fresh);
+    return 0;
+  }
+  json_decref(g_loaded);
+  g_loaded = NULL;
+  char path[PATH_MAX + 32], lock_path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/%s", g_state, RECORD_FILE);
+  snprintf(lock_path, sizeof lock_path, "%s/%s.lock", g_state, RECORD_FILE);
+  int lock = -1, rc = -1, e2 = 0;
+  /* Appends and rewrites of this program hold the lock, so that a rewrite
+   * never loses a line another run appended meanwhile. */
+  if (warden_mkdir_private(g_state) == 0 &&
+      (lock = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+                   0600)) >= 0 &&
+      flock(lock, LOCK_EX) == 0) {
+    known = load_file(err, &failed);
+    if (failed) {
+      close(lock);
       json_decref(fresh);
-      return cli_fail(err, "IO_FAILED", "Give a writable --state-dir.",
-                      "creating the state directory '%s': %s", g_state,
-                      strerror(errno));
+      return -1;
     }
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/%s", g_state, RECORD_FILE);
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-                  0600);
-    size_t i;
-    json_t* e;
-    json_array_foreach(fresh, i, e) {
-      char* line = json_dumps(e, JSON_COMPACT);
-      char* full = line ? malloc(strlen(line) + 2) : NULL;
-      if (full != NULL)
-        sprintf(full, "%s\n", line);
-      /* One write per line (O_APPEND): concurrent runs never interleave. */
-      if (fd < 0 || full == NULL ||
-          write(fd, full, strlen(full)) != (ssize_t)strlen(full))
-        rc = -1;
-      free(full);
-      free(line);
+    json_t* all = known != NULL ? json_copy(known) : json_array();
+    json_array_extend(all, fresh);
+    if (repeats(all)) {
+      json_t* lines = compacted(all);
+      rc = rewrite(path, lines);
+      json_decref(lines);
+    } else {
+      int fd = open(
+          path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+      rc = fd >= 0 ? write_lines(fd, fresh) : -1;
+      e2 = errno;
+      if (fd >= 0)
+        close(fd);
+      errno = e2;
     }
-    if (fd >= 0 && fsync(fd) != 0)
-      rc = -1;
-    int e2 = errno;
-    if (fd >= 0)
-      close(fd);
-    if (rc != 0)
-      rc = cli_fail(err, "IO_FAILED", "Give a writable --state-dir.",
+    json_decref(all);
+    json_decref(known);
+  }
+  e2 = errno;
+  if (lock >= 0)
+    close(lock);
+  json_decref(fresh);
+  if (rc != 0)
+    return cli_fail(err, "IO_FAILED", "Give a writable --state-dir.",
                     "recording the paths this run makes writable in '%s': %s "
                     "(nothing was launched)",
                     path, strerror(e2));
-  }
-  json_decref(fresh);
-  return rc;
+  return 0;
 }

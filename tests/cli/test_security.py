@@ -5,6 +5,7 @@ planted in an earlier run) could mount, and checks it is refused or inert.
 
     test_security.py --warden BIN --fixture BIN --schemas DIR --man FILE
 """
+import glob
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import signal
 import stat
 import subprocess
 import tarfile
+import tempfile
 import time
 
 from wardentest import ARGS, WardenCase, main
@@ -165,6 +167,85 @@ class Security(WardenCase):
         self.assertIn("posix confines nothing", e["message"])
         self.warden("run", "--plan", reviewed, "--backend", "posix", "--",
                     ARGS.fixture, "exit", "0", cwd=self.tmp, check=0)
+
+    def record_lines(self, state):
+        path = os.path.join(state, "maelys", "writable-paths")
+        with open(path) as f:
+            return [json.loads(line) for line in f]
+
+    def test_written_record_keeps_one_line_per_workspace(self):
+        """Runs of one workspace record it once: its placeholders (.git and
+        .maelys are absent here) are made and removed by each run, so they
+        are not kept paths. The record used to grow by a line per run (and
+        every run read all of it, until its size refused every run); what
+        it refuses stays refused."""
+        state = tempfile.mkdtemp(dir=self.tmp, prefix="state-")
+        env = self.env(XDG_STATE_HOME=state, MAELYS_CLI_FORMAT="json")
+        for _ in range(3):
+            self.warden("run", "--rw", "--", "/bin/true", env=env, check=0)
+        lines = self.record_lines(state)
+        self.assertEqual([e["path"] for e in lines], [self.ws], lines)
+        self.assertEqual(lines[0]["readonly"], [])
+        planted = os.path.join(self.ws, "plan.json")
+        with open(planted, "w") as f:
+            json.dump(self.NOTHING_PLAN, f)
+        os.chmod(planted, 0o600)
+        p = self.warden("run", "--plan", planted, "--", "/bin/true", env=env,
+                        cwd=self.tmp)
+        self.assertIn("earlier sandbox could write",
+                      self.failure(p, "ACCESS_DENIED")["message"])
+
+    def test_written_record_compacted(self):
+        """A record an earlier version grew (a line per run, each keeping a
+        placeholder long removed) is rewritten once: kept paths that are no
+        longer the file kept are dropped and equal lines written once. A
+        kept directory that still exists keeps exempting, and what was
+        refused stays refused."""
+        state = tempfile.mkdtemp(dir=self.tmp, prefix="state-")
+        env = self.env(XDG_STATE_HOME=state, MAELYS_CLI_FORMAT="json")
+        kept = os.path.join(self.ws, "kept")
+        os.mkdir(kept)
+        self.warden("run", "--rw", "--allow-read", kept, "--", "/bin/true",
+                    env=env, check=0)
+        lines = self.record_lines(state)
+        self.assertEqual(len(lines), 1, lines)
+        live = lines[0]
+        self.assertEqual([r["path"] for r in live["readonly"]], [kept])
+        st = os.stat(self.ws)
+        grown = []
+        for n in range(200):
+            stale = dict(live)
+            stale["readonly"] = live["readonly"] + [
+                {"path": os.path.join(self.ws, ".git"), "dev": st.st_dev,
+                 "ino": 10**9 + n, "born": n}]
+            grown.append(stale)
+        record = os.path.join(state, "maelys", "writable-paths")
+        with open(record, "w") as f:
+            for e in grown:
+                f.write(json.dumps(e) + "\n")
+        other = tempfile.mkdtemp(dir=self.tmp, prefix="other-")
+        self.warden("run", "--rw", "--workspace", other, "--", "/bin/true",
+                    env=env, check=0)
+        lines = self.record_lines(state)
+        self.assertEqual(sorted(e["path"] for e in lines),
+                         sorted([self.ws, other]), lines)
+        self.assertEqual(os.stat(record).st_mode & 0o777, 0o600)
+        self.assertEqual(glob.glob(record + ".*"), [record + ".lock"])
+        p = self.warden("plan", "--ro", "--format", "json", cwd=self.tmp,
+                        check=0)
+        plan = self.envelope(p.stdout)["data"]["plan"]
+        plan.pop("digest", None)
+        for where in (kept, self.ws):
+            path = os.path.join(where, "plan.json")
+            with open(path, "w") as f:
+                json.dump(plan, f)
+            os.chmod(path, 0o600)
+        self.warden("plan", "--plan", os.path.join(kept, "plan.json"),
+                    cwd=self.tmp, env=env, check=0)
+        p = self.warden("plan", "--plan", os.path.join(self.ws, "plan.json"),
+                        cwd=self.tmp, env=env)
+        self.assertIn("earlier sandbox could write",
+                      self.failure(p, "ACCESS_DENIED")["message"])
 
     def test_authority_kept_read_only_inside_a_workspace(self):
         """A directory the run kept read-only inside its writable workspace
