@@ -181,9 +181,9 @@ static int add_setid_rules(scmp_filter_ctx ctx) {
   return 0;
 }
 
-int maelys__seccomp_baseline_build(bool deny_network, bool notified,
-                                   unsigned char** out, size_t* out_len,
-                                   char** out_error) {
+int maelys__seccomp_baseline_compile(bool deny_network, bool notified,
+                                     unsigned char** out, size_t* out_len,
+                                     char** out_error) {
   *out = NULL;
   *out_len = 0;
   int rc = 0;
