@@ -810,11 +810,18 @@ static void many_run(int n, bool library, const char* backend,
   waitpid(pid, NULL, 0);
 }
 
+/* --many-size N: the many-executions rows for N alone. */
+static int many_size;
+
 static void bench_many(void) {
   static const int sizes_full[] = {100, 500, 1000};
   static const int sizes_quick[] = {50};
   const int* sizes = quick ? sizes_quick : sizes_full;
   int count = quick ? 1 : 3;
+  if (many_size > 0) {
+    sizes = &many_size;
+    count = 1;
+  }
   for (int s = 0; s < count; s++) {
     int n = sizes[s];
     static const char* const backends[] = {"bubblewrap", "posix"};
@@ -1395,12 +1402,14 @@ int main(int argc, char** argv) {
       bwrap_path = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0)
       quick = true;
+    else if (strcmp(argv[i], "--many-size") == 0 && i + 1 < argc)
+      many_size = atoi(argv[++i]);
     else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
       only = argv[++i];
     else {
       fprintf(stderr,
               "usage: maelys-bench --fixture PATH --helper PATH --warden "
-              "PATH [--bwrap PATH] [--quick] [--only "
+              "PATH [--bwrap PATH] [--quick] [--many-size N] [--only "
               "spawn|warden|many|throughput|stop|register]\n");
       return 2;
     }
