@@ -208,6 +208,8 @@ struct maelys_execution {
   uv_timer_t stop_timer;
   uv_timer_t drain_timer;
   uv_timer_t dispatch_timer;
+  /* Finishes an exit the loop turn's budget deferred (execution-reap.c). */
+  uv_idle_t reap_idle;
   bool status_poll_init;
   int open_handles;
   maelys__orphan_t orphan; /* the executor's list node while ORPHAN */
@@ -232,6 +234,13 @@ struct maelys_execution {
  * through its pid any more. */
 static inline bool maelys__exec_reaped(const maelys_execution_t* e) {
   return e->phase != PHASE_RUNNING;
+}
+/* The image was reaped and what follows its exit is no longer waiting for a
+ * loop turn with budget left (see maelys__exec_on_proc): the execution may
+ * finish once the launch is drained. */
+static inline bool maelys__exec_exit_taken(const maelys_execution_t* e) {
+  return maelys__exec_reaped(e) &&
+         !uv_is_active((const uv_handle_t*)&e->reap_idle);
 }
 /* The status is final (PHASE_WRITING or later). */
 static inline bool maelys__exec_finished(const maelys_execution_t* e) {

@@ -305,12 +305,13 @@ create_cgroup(maelys_execution_t* e, uint64_t memory_max, char** out_error) {
 }
 
 static int init_handles(maelys_execution_t* e, uv_loop_t* loop) {
-  uv_handle_t* hs[] = {(uv_handle_t*)&e->stop_timer,
-                       (uv_handle_t*)&e->drain_timer,
-                       (uv_handle_t*)&e->dispatch_timer};
+  uv_handle_t* hs[] = {
+      (uv_handle_t*)&e->stop_timer, (uv_handle_t*)&e->drain_timer,
+      (uv_handle_t*)&e->dispatch_timer, (uv_handle_t*)&e->reap_idle};
   uv_timer_init(loop, &e->stop_timer);
   uv_timer_init(loop, &e->drain_timer);
   uv_timer_init(loop, &e->dispatch_timer);
+  uv_idle_init(loop, &e->reap_idle);
   for (size_t i = 0; i < MAELYS__ARRAY_SIZE(hs); i++) {
     hs[i]->data = e;
     e->open_handles++;

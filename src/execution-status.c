@@ -169,7 +169,7 @@ void maelys__exec_on_status(uv_poll_t* poll, int status, int events) {
   if (maelys__exec_read_status(e)) {
     e->status_eof = true;
     uv_poll_stop(&e->status_poll);
-    if (maelys__exec_reaped(e) && maelys__exec_drained(e))
+    if (maelys__exec_exit_taken(e) && maelys__exec_drained(e))
       maelys__exec_finish(e);
   }
 }
@@ -177,6 +177,6 @@ void maelys__exec_on_status(uv_poll_t* poll, int status, int events) {
 void maelys__exec_on_terminal_done(maelys__tty_relay_t* relay, void* data) {
   maelys_execution_t* e = data;
   (void)relay;
-  if (maelys__exec_reaped(e) && maelys__exec_drained(e))
+  if (maelys__exec_exit_taken(e) && maelys__exec_drained(e))
     maelys__exec_finish(e);
 }

@@ -165,6 +165,7 @@ void maelys__exec_begin_close(maelys_execution_t* e) {
   close_handle(e, (uv_handle_t*)&e->stop_timer);
   close_handle(e, (uv_handle_t*)&e->drain_timer);
   close_handle(e, (uv_handle_t*)&e->dispatch_timer);
+  close_handle(e, (uv_handle_t*)&e->reap_idle);
 }
 
 /* ------------------------------------------------------------ dispatch */
@@ -371,6 +372,7 @@ void maelys_execution_release(maelys_execution_t* e) {
   if (e->status_poll_init)
     uv_unref((uv_handle_t*)&e->status_poll);
   uv_unref((uv_handle_t*)&e->drain_timer);
+  uv_unref((uv_handle_t*)&e->reap_idle);
   for (int i = 0; i < 2; i++)
     if (e->terminals[i] != NULL)
       maelys__tty_relay_unref(e->terminals[i]);
@@ -386,6 +388,7 @@ static void set_ref(maelys_execution_t* e, bool ref) {
       (uv_handle_t*)&e->stop_timer,
       (uv_handle_t*)&e->drain_timer,
       (uv_handle_t*)&e->dispatch_timer,
+      (uv_handle_t*)&e->reap_idle,
       e->status_poll_init ? (uv_handle_t*)&e->status_poll : NULL,
       e->terminal_poll_init ? (uv_handle_t*)&e->terminal_poll : NULL};
   for (size_t i = 0; i < MAELYS__ARRAY_SIZE(hs); i++) {

@@ -57,6 +57,21 @@ void maelys__executor_set_proc_ops(maelys_executor_t* executor,
   executor->proc_ops = ops ? ops : &maelys__proc_default_ops;
 }
 
+bool maelys__executor_reap_budget(maelys_executor_t* executor) {
+  /* A turn is known by the loop's time, which libuv updates once per turn
+   * before the callbacks run: turns shorter than a millisecond share one
+   * budget, which bounds the work per millisecond all the same. */
+  uint64_t now = uv_now(executor->loop);
+  if (executor->reap_turn != now) {
+    executor->reap_turn = now;
+    executor->reaped = 0;
+  }
+  if (executor->reaped >= MAELYS__REAP_PER_TURN)
+    return false;
+  executor->reaped++;
+  return true;
+}
+
 void maelys__executor_execution_started(maelys_executor_t* executor) {
   executor->live++;
   executor->unfinished++;

@@ -326,6 +326,9 @@ struct maelys_executor {
   /* The proof cache (proof-cache.c), or NULL. */
   char* proof_dir;
   unsigned proof_max_age;
+  /* Exits finished in the loop turn that began at reap_turn (uv_now). */
+  uint64_t reap_turn;
+  unsigned reaped;
 };
 
 /* proof-cache.c: fills entry's proof from the cache (true) or not. */
@@ -364,6 +367,12 @@ void maelys__executor_set_proc_ops(maelys_executor_t* executor,
 /* An execution was spawned: it counts as live until released and as
  * unfinished until its memory is freed. */
 void maelys__executor_execution_started(maelys_executor_t* executor);
+/* Whether one more exit may be finished in this loop turn: at most
+ * MAELYS__REAP_PER_TURN per turn, so that a thousand executions ending at
+ * once never hold the host's loop for one long turn (the rest wait for the
+ * next turns, each bounded). Counts it when it may. */
+#define MAELYS__REAP_PER_TURN 16u
+bool maelys__executor_reap_budget(maelys_executor_t* executor);
 /* The caller released an execution; one whose child still runs passes its
  * `orphan` node (else NULL) and stays on the orphan list until it finishes
  * (maelys__executor_orphan_done) or the executor is destroyed. */

@@ -1,7 +1,8 @@
 /*
  * Core behaviours that need the internals: a tree that outlives its forced
  * kill (reached through the injectable signalling table), the loop kept
- * alive by an active execution, and the execution calls' bad inputs.
+ * alive by an active execution, the execution calls' bad inputs, and the
+ * bound on the exits finished per loop turn.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -141,6 +142,72 @@ static void test_execution_unref(void** state) {
   harness_finish(&h);
 }
 
+/* Exits seen in one loop turn are finished a bounded number per turn
+ * (MAELYS__REAP_PER_TURN): 48 executions that all ended while the loop did
+ * not run are reported over several turns, never in one, and every one is
+ * reported with its own status. */
+typedef struct turns {
+  uv_check_t check;
+  unsigned turn, in_turn, most, total;
+} turns_t;
+
+static void on_turn(uv_check_t* check) {
+  turns_t* t = check->data;
+  t->turn++;
+  t->in_turn = 0;
+}
+
+static void on_exit_in_turn(maelys_execution_t* e,
+                            const maelys_execution_status_t* s, void* data) {
+  (void)e;
+  turns_t* t = data;
+  assert_int_equal(s->outcome, MAELYS_EXEC_OUTCOME_EXITED);
+  assert_int_equal(s->exit_code, 7);
+  t->total++;
+  if (++t->in_turn > t->most)
+    t->most = t->in_turn;
+}
+
+static void test_exits_finished_a_bounded_number_per_turn(void** state) {
+  (void)state;
+  enum { N = 48 };
+  harness_t h;
+  harness_init(&h, 20000);
+  maelys_executor_plan_t* plan = plan_unconfined();
+  maelys_execution_request_t* req = request_fixture("posix", ARGS("exit", "7"));
+  maelys_execution_request_set_io_mode(req, MAELYS_EXEC_IO_INHERIT, -1, NULL);
+  maelys_execution_t* e[N];
+  turns_t t;
+  memset(&t, 0, sizeof t);
+  uv_check_init(&h.loop, &t.check);
+  t.check.data = &t;
+  uv_check_start(&t.check, on_turn);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(maelys_execution_spawn(h.executor, plan, req, &e[i], NULL),
+                     0);
+    maelys_execution_wait(e[i], on_exit_in_turn, &t, NULL);
+  }
+  /* All of them end before the loop runs again. */
+  for (int i = 0; i < N; i++) {
+    uint64_t t0 = harness_now_ms();
+    while (!process_is_zombie(maelys_execution_pid(e[i])))
+      if (harness_now_ms() - t0 > 10000)
+        fail_msg("execution %d did not end", i);
+      else
+        usleep(1000);
+  }
+  while (t.total < N)
+    uv_run(&h.loop, UV_RUN_ONCE);
+  assert_true(t.most <= MAELYS__REAP_PER_TURN);
+  assert_true(t.turn >= N / MAELYS__REAP_PER_TURN);
+  for (int i = 0; i < N; i++)
+    maelys_execution_release(e[i]);
+  uv_close((uv_handle_t*)&t.check, NULL);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
 static void test_execution_bad_inputs(void** state) {
   (void)state;
   harness_t h;
@@ -266,6 +333,7 @@ int main(void) {
       cmocka_unit_test(test_execution_keeps_loop_alive),
       cmocka_unit_test(test_execution_unref),
       cmocka_unit_test(test_execution_bad_inputs),
+      cmocka_unit_test(test_exits_finished_a_bounded_number_per_turn),
   };
   return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }
