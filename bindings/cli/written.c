@@ -304,6 +304,18 @@ static bool kept_alive(json_t* ro) {
          birth(AT_FDCWD, r, 0) == (long long)json_integer_value(born);
 }
 
+/* Appends `entry` (its reference) to `array` unless an equal one is there. */
+static void append_unique(json_t* array, json_t* entry) {
+  bool seen = false;
+  size_t j;
+  json_t* o;
+  json_array_foreach(array, j, o) seen = seen || json_equal(o, entry);
+  if (seen)
+    json_decref(entry);
+  else
+    json_array_append_new(array, entry);
+}
+
 /* Whether some writable path is recorded more than once in `all`. */
 static bool repeats(json_t* all) {
   json_t* keys = json_object();
@@ -343,14 +355,7 @@ static json_t* compacted(json_t* all) {
     for (size_t k = json_array_size(ro); k-- > 0;)
       if (!kept_alive(json_array_get(ro, k)))
         json_array_remove(ro, k);
-    bool seen = false;
-    size_t j;
-    json_t* o;
-    json_array_foreach(out, j, o) seen = seen || json_equal(o, entry);
-    if (seen)
-      json_decref(entry);
-    else
-      json_array_append_new(out, entry);
+    append_unique(out, entry);
   }
   return out;
 }
@@ -365,17 +370,51 @@ static int write_lines(int fd, json_t* lines) {
     if (full != NULL)
       sprintf(full, "%s\n", line);
     /* One write per line (O_APPEND): concurrent runs never interleave. */
-    bool ok =
-        full != NULL && write(fd, full, strlen(full)) == (ssize_t)strlen(full);
+    ssize_t w = full != NULL ? write(fd, full, strlen(full)) : -1;
+    bool ok = full != NULL && w == (ssize_t)strlen(full);
+    if (full == NULL)
+      errno = ENOMEM;
+    else if (!ok && w >= 0)
+      errno = ENOSPC; /* a short write: the file system is full */
     free(full);
     free(line);
-    if (!ok) {
-      if (errno == 0)
-        errno = ENOMEM;
+    if (!ok)
       return -1;
-    }
   }
   return fsync(fd);
+}
+
+/*
+ * Appends `lines` to the record open on `fd` (under the lock). A last line
+ * left without its end (a full disk cut a write short, a run was killed in
+ * it) is ended first: appended to, it would swallow the next line, and the
+ * reader drops a line it cannot parse -- a sandbox that filled the disk
+ * could have had the next run's writable path forgotten (the adversarial
+ * review did). A failed write is cut back off, so no fragment stays.
+ */
+static int append_lines(int fd, json_t* lines) {
+  struct stat st;
+  char last = '\n';
+  if (fstat(fd, &st) != 0 ||
+      (st.st_size > 0 && pread(fd, &last, 1, st.st_size - 1) != 1))
+    return -1;
+  off_t size = st.st_size;
+  if (last != '\n') {
+    if (write(fd, "\n", 1) != 1) {
+      int e = errno;
+      (void)ftruncate(fd, size);
+      errno = e;
+      return -1;
+    }
+    size++;
+  }
+  if (write_lines(fd, lines) != 0) {
+    int e = errno;
+    (void)ftruncate(fd, size);
+    errno = e;
+    return -1;
+  }
+  return 0;
 }
 
 /* Replaces the record by `lines`, atomically (a reader sees the old record
@@ -458,14 +497,7 @@ static json_t* plan_entries(const maelys_executor_plan_t* plan) {
                         "born", (json_int_t)rborn));
     }
     json_object_set_new(entry, "readonly", ro);
-    size_t j;
-    json_t* e;
-    bool seen = false;
-    json_array_foreach(fresh, j, e) seen = seen || json_equal(e, entry);
-    if (seen)
-      json_decref(entry);
-    else
-      json_array_append_new(fresh, entry);
+    append_unique(fresh, entry);
   }
   return fresh;
 }
@@ -503,12 +535,14 @@ int warden_written_record(const maelys_executor_plan_t* plan,
   snprintf(path, sizeof path, "%s/%s", g_state, RECORD_FILE);
   snprintf(lock_path, sizeof lock_path, "%s/%s.lock", g_state, RECORD_FILE);
   int lock = -1, rc = -1, e2 = 0;
+  const char* where = g_state;
   /* Appends and rewrites of this program hold the lock, so that a rewrite
    * never loses a line another run appended meanwhile. */
-  if (warden_mkdir_private(g_state) == 0 &&
+  if (warden_mkdir_private(g_state) == 0 && (where = lock_path) != NULL &&
       (lock = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
                    0600)) >= 0 &&
       flock(lock, LOCK_EX) == 0) {
+    where = path;
     known = load_file(err, &failed);
     if (failed) {
       close(lock);
@@ -522,9 +556,9 @@ int warden_written_record(const maelys_executor_plan_t* plan,
       rc = rewrite(path, lines);
       json_decref(lines);
     } else {
-      int fd = open(
-          path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-      rc = fd >= 0 ? write_lines(fd, fresh) : -1;
+      int fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+                    0600);
+      rc = fd >= 0 ? append_lines(fd, fresh) : -1;
       e2 = errno;
       if (fd >= 0)
         close(fd);
@@ -541,6 +575,6 @@ int warden_written_record(const maelys_executor_plan_t* plan,
     return cli_fail(err, "IO_FAILED", "Give a writable --state-dir.",
                     "recording the paths this run makes writable in '%s': %s "
                     "(nothing was launched)",
-                    path, strerror(e2));
+                    where, strerror(e2));
   return 0;
 }

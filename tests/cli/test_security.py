@@ -8,6 +8,7 @@ planted in an earlier run) could mount, and checks it is refused or inert.
 import glob
 import json
 import os
+import resource
 import shutil
 import signal
 import stat
@@ -246,6 +247,77 @@ class Security(WardenCase):
                         cwd=self.tmp, env=env)
         self.assertIn("earlier sandbox could write",
                       self.failure(p, "ACCESS_DENIED")["message"])
+
+    def planted_plan_refused(self, workspace, env):
+        planted = os.path.join(workspace, "plan.json")
+        with open(planted, "w") as f:
+            json.dump(self.NOTHING_PLAN, f)
+        os.chmod(planted, 0o600)
+        p = self.warden("plan", "--plan", planted, env=env, cwd=self.tmp)
+        self.assertIn("earlier sandbox could write",
+                      self.failure(p, "ACCESS_DENIED")["message"])
+
+    def test_written_record_torn_line_swallows_nothing(self):
+        """A record whose last line was cut short (a payload filled the
+        disk and a run's append came back short; a run killed mid-write)
+        is ended before the next append: the next run's writable path is
+        recorded, not merged into the fragment and dropped with it (the
+        adversarial review planted a plan that way)."""
+        state = tempfile.mkdtemp(dir=self.tmp, prefix="state-")
+        env = self.env(XDG_STATE_HOME=state, MAELYS_CLI_FORMAT="json")
+        other = tempfile.mkdtemp(dir=self.tmp, prefix="other-")
+        self.warden("run", "--rw", "--workspace", other, "--", "/bin/true",
+                    env=env, check=0)
+        record = os.path.join(state, "maelys", "writable-paths")
+        with open(record, "a") as f:
+            f.write('{"path":"%s/torn' % self.tmp)
+        self.warden("run", "--rw", "--", "/bin/true", env=env, check=0)
+        self.assertIn(self.ws, [e["path"] for e in self.record_lines_lax(
+            state)])
+        self.planted_plan_refused(self.ws, env)
+
+    def test_written_record_failed_append_leaves_no_fragment(self):
+        """An append the file system refuses part way (here the file size
+        limit; a full disk alike) refuses the run and is cut back off: the
+        record is as it was, ending with a whole line."""
+        state = tempfile.mkdtemp(dir=self.tmp, prefix="state-")
+        env = self.env(XDG_STATE_HOME=state, MAELYS_CLI_FORMAT="json")
+        other = tempfile.mkdtemp(dir=self.tmp, prefix="other-")
+        self.warden("run", "--rw", "--workspace", other, "--", "/bin/true",
+                    env=env, check=0)
+        record = os.path.join(state, "maelys", "writable-paths")
+        # Larger than what the run writes before the record (its memfds),
+        # so that the limit below stops the record's append alone.
+        with open(record, "a") as f:
+            for n in range(600):
+                f.write(json.dumps({"path": "%s/gone-%d" % (self.tmp, n),
+                                    "readonly": []}) + "\n")
+        with open(record, "rb") as f:
+            before = f.read()
+
+        def limit():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE,
+                               (len(before) + 20, len(before) + 20))
+        p = subprocess.run([ARGS.warden, "run", "--rw", "--", "/bin/true"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           env=env, cwd=self.ws, timeout=60,
+                           preexec_fn=limit)
+        e = self.failure(p, "IO_FAILED")
+        self.assertIn("nothing was launched", e["message"])
+        with open(record, "rb") as f:
+            self.assertEqual(f.read(), before)
+
+    def record_lines_lax(self, state):
+        """The record's entries, skipping what does not parse."""
+        out = []
+        with open(os.path.join(state, "maelys", "writable-paths")) as f:
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+        return out
 
     def test_authority_kept_read_only_inside_a_workspace(self):
         """A directory the run kept read-only inside its writable workspace
