@@ -13,7 +13,8 @@
  * allow or refuse user namespaces, the active LSMs and the seccomp actions.
  * The whole key text is stored in the record and compared byte for byte (the
  * file name is only its SHA-256). A record older than the cache's maximum
- * age, or dated in the future, is not used.
+ * age (a minute until a second probe confirmed it: max_age), or dated in
+ * the future, is not used.
  *
  * Authority (invariant 18): the directory and each record must belong to
  * this process's effective uid and be writable by nobody else, and are
@@ -208,19 +209,10 @@ static bool mask_text(const char* s) {
   return true;
 }
 
-bool maelys__proof_cache_load(const maelys_executor_t* executor,
-                              maelys__backend_entry_t* entry) {
-  /* Max age 0: written, never read (a fresh probe that refreshes). */
-  if (executor->proof_dir == NULL || executor->proof_max_age == 0)
-    return false;
-  char* key = proof_key(entry);
-  if (key == NULL)
-    return false;
-  char name[256];
-  record_name(entry->vtable->name, key, name, sizeof name);
-  bool loaded = false;
+/* The record `name` of the directory `dir` (its owner's alone, not a link),
+ * parsed, or NULL. */
+static json_t* read_record(int dir, const char* name) {
   json_t* doc = NULL;
-  int dir = open_dir(executor->proof_dir);
   /* O_NONBLOCK: a FIFO planted at the name must not hang the host. */
   int fd = dir >= 0 ? openat(dir, name,
                              O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
@@ -237,17 +229,52 @@ bool maelys__proof_cache_load(const maelys_executor_t* executor,
       doc = json_loadb(buf, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
     free(buf);
   }
+  if (fd >= 0)
+    close(fd);
+  return doc;
+}
+
+/*
+ * How long a record is used, in seconds. A probe can fail for a passing
+ * reason (under load, a step timed out: 27 of 50 runs started at once on a
+ * fresh state directory were refused for process_tree in the adversarial
+ * review), and its record would then refuse plans for the cache's whole
+ * age. So a record is used for that long only once two probes in a row
+ * proved the same (it is "confirmed"); until then for a minute, after which
+ * the next registration probes again.
+ */
+#define PROOF_UNCONFIRMED_AGE 60
+static json_int_t max_age(const maelys_executor_t* executor, int confirmed) {
+  json_int_t age = (json_int_t)executor->proof_max_age;
+  return confirmed || age < PROOF_UNCONFIRMED_AGE ? age : PROOF_UNCONFIRMED_AGE;
+}
+
+bool maelys__proof_cache_load(const maelys_executor_t* executor,
+                              maelys__backend_entry_t* entry) {
+  /* Max age 0: written, never read (a fresh probe that refreshes). */
+  if (executor->proof_dir == NULL || executor->proof_max_age == 0)
+    return false;
+  char* key = proof_key(entry);
+  if (key == NULL)
+    return false;
+  char name[256];
+  record_name(entry->vtable->name, key, name, sizeof name);
+  bool loaded = false;
+  int dir = open_dir(executor->proof_dir);
+  json_t* doc = read_record(dir, name);
   const char *format = NULL, *stored_key = NULL, *mask = NULL;
   json_int_t written = 0;
   json_t *reasons = NULL, *diagnostic = NULL;
+  int confirmed = 0;
   time_t now = time(NULL);
   if (doc != NULL &&
-      json_unpack(doc, "{s:s, s:s, s:I, s:s, s:o, s?o}", "format", &format,
+      json_unpack(doc, "{s:s, s:s, s:I, s:s, s:o, s?o, s?b}", "format", &format,
                   "key", &stored_key, "written", &written, "proved", &mask,
-                  "reasons", &reasons, "diagnostic", &diagnostic) == 0 &&
+                  "reasons", &reasons, "diagnostic", &diagnostic, "confirmed",
+                  &confirmed) == 0 &&
       strcmp(format, PROOF_FORMAT) == 0 && strcmp(stored_key, key) == 0 &&
       written >= 0 && now >= 0 && written <= (json_int_t)now + 60 &&
-      (json_int_t)now - written <= (json_int_t)executor->proof_max_age &&
+      (json_int_t)now - written <= max_age(executor, confirmed) &&
       json_is_object(reasons) && mask_text(mask)) {
     unsigned long long proved = strtoull(mask, NULL, 16);
     {
@@ -268,8 +295,6 @@ bool maelys__proof_cache_load(const maelys_executor_t* executor,
     }
   }
   json_decref(doc);
-  if (fd >= 0)
-    close(fd);
   if (dir >= 0)
     close(dir);
   free(key);
@@ -298,14 +323,24 @@ void maelys__proof_cache_store(const maelys_executor_t* executor,
       snprintf(bit, sizeof bit, "%d", b);
       json_object_set_new(reasons, bit, json_string(entry->reasons[b]));
     }
-  json_t* doc = json_pack("{s:s, s:s, s:I, s:s, s:o}", "format", PROOF_FORMAT,
-                          "key", key, "written", (json_int_t)time(NULL),
-                          "proved", mask, "reasons", reasons);
+  /* Confirmed when the record it replaces (of any age) proved the same. */
+  int dir = open_dir(executor->proof_dir);
+  json_t* before = read_record(dir, name);
+  const char *before_key = NULL, *before_mask = NULL;
+  bool confirmed = before != NULL &&
+                   json_unpack(before, "{s:s, s:s}", "key", &before_key,
+                               "proved", &before_mask) == 0 &&
+                   strcmp(before_key, key) == 0 &&
+                   strcmp(before_mask, mask) == 0;
+  json_decref(before);
+  json_t* doc =
+      json_pack("{s:s, s:s, s:I, s:s, s:o, s:b}", "format", PROOF_FORMAT, "key",
+                key, "written", (json_int_t)time(NULL), "proved", mask,
+                "reasons", reasons, "confirmed", confirmed);
   if (doc != NULL && entry->diagnostic != NULL)
     json_object_set_new(doc, "diagnostic", json_string(entry->diagnostic));
   char* body = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
   json_decref(doc);
-  int dir = open_dir(executor->proof_dir);
   if (body != NULL && dir >= 0) {
     snprintf(tmp, sizeof tmp, ".%s.%ld", name, (long)getpid());
     int fd = openat(dir, tmp,

@@ -652,7 +652,10 @@ maelys_backend_options_destroy(maelys_backend_options_t* options);
  * programs its probe runs) and the host's (library version, kernel release
  * and version, boot id, effective uid and gid, this process's cgroups, the
  * user-namespace sysctls, the active LSMs, the seccomp actions): any change
- * runs the probe again. A probe that proved nothing is not kept. With
+ * runs the probe again. A probe that proved nothing is not kept, and a
+ * record is reused for `max_age_seconds` only once two probes in a row
+ * proved the same (until then for at most 60 s: a probe that failed for a
+ * passing reason, a step timed out under load, heals within a minute). With
  * `max_age_seconds` 0, records are written but never read (a fresh probe
  * that refreshes them). Choose a directory no sandbox can ever write: a
  * proof planted there would advertise what was never proved. Call before

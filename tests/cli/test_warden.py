@@ -91,6 +91,49 @@ class Warden(WardenCase):
         self.assertNotIn("from the cache", how)
         self.assertNotEqual(backend, "bubblewrap", how)
 
+    def test_proof_cache_needs_two_probes_that_agree(self):
+        """A proof is used for the cache's full age only once a second probe
+        proved the same; until then for a minute. A probe that failed for a
+        passing reason (a step timed out under load) would otherwise refuse
+        plans for an hour."""
+        state = tempfile.mkdtemp(dir=self.tmp, prefix="state-")
+        env = self.env(XDG_STATE_HOME=state)
+
+        def source():
+            p = self.warden("run", "--rw", "--trace", "--", "/bin/true",
+                            env=env, check=0)
+            m = re.search(r"backend (\S+) \(([^)]*)\)", p.stderr.decode())
+            self.assertIsNotNone(m, p.stderr)
+            return m.group(2)
+
+        def record(**change):
+            proofs = os.path.join(state, "maelys", "proofs")
+            path = os.path.join(proofs, os.listdir(proofs)[0])
+            with open(path) as f:
+                doc = json.load(f)
+            if change:
+                doc.update(change)
+                with open(path, "w") as f:
+                    json.dump(doc, f)
+            return doc
+
+        self.assertEqual(source(), "probed now")
+        self.assertFalse(record()["confirmed"])
+        self.assertEqual(source(), "its proof from the cache")
+        # Two minutes old and unconfirmed: probed again, and now confirmed.
+        record(written=int(time.time()) - 120)
+        self.assertEqual(source(), "probed now")
+        self.assertTrue(record()["confirmed"])
+        record(written=int(time.time()) - 120)
+        self.assertEqual(source(), "its proof from the cache")
+        # A probe that proves something else is not confirmed.
+        doc = record()
+        mask = int(doc["proved"], 16)
+        record(proved="%x" % (mask & ~1), confirmed=False,
+               written=int(time.time()) - 120)
+        self.assertEqual(source(), "probed now")
+        self.assertFalse(record()["confirmed"])
+
     def test_describe_validates(self):
         forms = [["describe"], ["describe", "--summary"],
                  ["describe", "--summary", "--prefix", "run"],
