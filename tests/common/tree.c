@@ -125,6 +125,45 @@ int tree_members(uint64_t ns, const char* marker, int* pids, size_t max) {
   return count;
 }
 
+void tree_describe(int pid, char* out, size_t size) {
+  char path[64], text[512] = "";
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "re");
+  size_t n = f != NULL ? fread(text, 1, sizeof text - 1, f) : 0;
+  if (f != NULL)
+    fclose(f);
+  text[n] = '\0';
+  /* comm, then after ")": state ppid pgrp session tty tpgid flags */
+  const char* open = strchr(text, '(');
+  const char* close = strrchr(text, ')');
+  char state = '?';
+  unsigned long flags = 0;
+  int ppid = 0;
+  if (open != NULL && close != NULL && close > open)
+    sscanf(close + 1, " %c %d %*d %*d %*d %*d %lu", &state, &ppid, &flags);
+  snprintf(out, size, "pid %d %.*s state %c ppid %d flags 0x%lx%s", pid,
+           open != NULL && close != NULL && close > open
+               ? (int)(close - open + 1)
+               : 0,
+           open != NULL ? open : "", state, ppid, flags,
+           flags & 0x4 ? " (exiting)" : "");
+}
+
+bool tree_exiting(int pid) {
+  char path[64], text[512] = "";
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "re");
+  size_t n = f != NULL ? fread(text, 1, sizeof text - 1, f) : 0;
+  if (f != NULL)
+    fclose(f);
+  text[n] = '\0';
+  const char* close = strrchr(text, ')');
+  unsigned long flags = 0;
+  return close != NULL &&
+         sscanf(close + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1 &&
+         (flags & 0x4) != 0; /* PF_EXITING */
+}
+
 bool tree_alive(int pid) {
   return !zombie(pid);
 }

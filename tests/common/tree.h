@@ -29,6 +29,12 @@ int tree_members(uint64_t ns, const char* marker, int* pids, size_t max);
 /* Whether `pid` still runs (exists and is not a zombie awaiting its
  * reaper). */
 bool tree_alive(int pid);
+/* Whether the kernel is already ending `pid` (PF_EXITING): it runs no code
+ * of its own again, only the kernel's release of what it held. */
+bool tree_exiting(int pid);
+/* "pid N (comm) state S ppid P flags 0x..." from /proc/PID/stat, for a
+ * failure message ("exiting" when the kernel is already ending it). */
+void tree_describe(int pid, char* out, size_t size);
 
 /* The real uid of `pid`, or -1. */
 long tree_uid(int pid);
