@@ -304,7 +304,10 @@ static void test_signed_chain(void** state) {
 }
 
 /* Receipts link in the order executions end, not the order they started:
- * a long execution spawned first joins the chain after a short one. */
+ * a long execution spawned first joins the chain after a short one. Long
+ * enough that the short one ends first under valgrind on a loaded machine
+ * (with 300 ms, clean-clone CI's uid 65534 stage saw the long one end
+ * first). */
 static void test_chain_order_is_end_order(void** state) {
   (void)state;
   harness_t h;
@@ -314,7 +317,7 @@ static void test_chain_order_is_end_order(void** state) {
   maelys_executor_set_receipt_key(h.executor, seed, sizeof seed, NULL);
   maelys_executor_plan_t* plan = plan_posix();
   maelys_execution_request_t* slow =
-      request_fixture("posix", ARGS("sleep", "300"));
+      request_fixture("posix", ARGS("sleep", "2000"));
   maelys_execution_request_set_receipt_dir(slow, dir, NULL);
   maelys_execution_request_set_receipt_chain(slow, "s2", NULL);
   maelys_execution_t* e = NULL;
