@@ -27,10 +27,17 @@ static bool bwrap_or_skip(harness_t* h) {
     return true;
   char* diag = NULL;
   maelys_executor_backend_diagnostic(h->executor, "bubblewrap", &diag, NULL);
+  /* The first missing capability and why, when the probe proved some. */
+  char* why = NULL;
+  uint64_t missing = need & ~mask;
+  maelys_executor_backend_missing_reason(h->executor, "bubblewrap",
+                                         missing & (~missing + 1), &why, NULL);
   const char* must = getenv("MAELYS_BWRAP_MUST_WORK");
   if (must != NULL && strcmp(must, "1") == 0)
-    fail_msg("bubblewrap cannot confine here and MAELYS_BWRAP_MUST_WORK=1: %s",
-             diag ? diag : "");
+    fail_msg("bubblewrap cannot confine here and MAELYS_BWRAP_MUST_WORK=1: "
+             "%s (missing 0x%llx: %s)",
+             diag ? diag : "", (unsigned long long)missing, why ? why : "?");
+  maelys_executor_string_free(why);
   print_message("SKIPPED: bubblewrap cannot confine here: %s\n",
                 diag ? diag : "");
   maelys_executor_string_free(diag);
