@@ -647,8 +647,10 @@ class Security(WardenCase):
         --wall-time still reports a forced kill, and one that exits 0 reports
         its exit, not a launch failure."""
         receipts = os.path.join(self.tmp, "receipts-forge")
+        # Long enough for the payload to try every route before its wall
+        # time ends it: 500 ms was not, once, under ASan on a loaded machine.
         p = self.warden(*self.run_args("--receipt-dir", receipts,
-                                       "--wall-time", "500ms", "--grace",
+                                       "--wall-time", "3s", "--grace",
                                        "200ms", "--", ARGS.fixture, "forge",
                                        "60"), timeout=60)
         out = p.stdout.decode() + p.stderr.decode()
