@@ -257,18 +257,23 @@ class Security(WardenCase):
         self.assertIn("earlier sandbox could write",
                       self.failure(p, "ACCESS_DENIED")["message"])
 
+    def state_with_a_record(self):
+        """A fresh state directory whose record holds one other workspace:
+        (state, env, the record's path)."""
+        state = tempfile.mkdtemp(dir=self.tmp, prefix="state-")
+        env = self.env(XDG_STATE_HOME=state, MAELYS_CLI_FORMAT="json")
+        other = tempfile.mkdtemp(dir=self.tmp, prefix="other-")
+        self.warden("run", "--rw", "--workspace", other, "--", "/bin/true",
+                    env=env, check=0)
+        return state, env, os.path.join(state, "maelys", "writable-paths")
+
     def test_written_record_torn_line_swallows_nothing(self):
         """A record whose last line was cut short (a payload filled the
         disk and a run's append came back short; a run killed mid-write)
         is ended before the next append: the next run's writable path is
         recorded, not merged into the fragment and dropped with it (the
         adversarial review planted a plan that way)."""
-        state = tempfile.mkdtemp(dir=self.tmp, prefix="state-")
-        env = self.env(XDG_STATE_HOME=state, MAELYS_CLI_FORMAT="json")
-        other = tempfile.mkdtemp(dir=self.tmp, prefix="other-")
-        self.warden("run", "--rw", "--workspace", other, "--", "/bin/true",
-                    env=env, check=0)
-        record = os.path.join(state, "maelys", "writable-paths")
+        state, env, record = self.state_with_a_record()
         with open(record, "a") as f:
             f.write('{"path":"%s/torn' % self.tmp)
         self.warden("run", "--rw", "--", "/bin/true", env=env, check=0)
@@ -280,12 +285,7 @@ class Security(WardenCase):
         """An append the file system refuses part way (here the file size
         limit; a full disk alike) refuses the run and is cut back off: the
         record is as it was, ending with a whole line."""
-        state = tempfile.mkdtemp(dir=self.tmp, prefix="state-")
-        env = self.env(XDG_STATE_HOME=state, MAELYS_CLI_FORMAT="json")
-        other = tempfile.mkdtemp(dir=self.tmp, prefix="other-")
-        self.warden("run", "--rw", "--workspace", other, "--", "/bin/true",
-                    env=env, check=0)
-        record = os.path.join(state, "maelys", "writable-paths")
+        state, env, record = self.state_with_a_record()
         # Larger than what the run writes before the record (its memfds),
         # so that the limit below stops the record's append alone.
         with open(record, "a") as f:

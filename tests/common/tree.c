@@ -125,43 +125,53 @@ int tree_members(uint64_t ns, const char* marker, int* pids, size_t max) {
   return count;
 }
 
-void tree_describe(int pid, char* out, size_t size) {
-  char path[64], text[512] = "";
+/* The fields of /proc/PID/stat this file reads: the command's "(comm)"
+ * span (comm_len 0 when unreadable), state, ppid and flags. */
+typedef struct stat_line {
+  char text[512];
+  const char* comm;
+  int comm_len;
+  char state;
+  int ppid;
+  unsigned long flags;
+} stat_line_t;
+
+static void read_stat(int pid, stat_line_t* s) {
+  char path[64];
   snprintf(path, sizeof path, "/proc/%d/stat", pid);
   FILE* f = fopen(path, "re");
-  size_t n = f != NULL ? fread(text, 1, sizeof text - 1, f) : 0;
+  size_t n = f != NULL ? fread(s->text, 1, sizeof s->text - 1, f) : 0;
   if (f != NULL)
     fclose(f);
-  text[n] = '\0';
+  s->text[n] = '\0';
+  s->comm = "";
+  s->comm_len = 0;
+  s->state = '?';
+  s->ppid = 0;
+  s->flags = 0;
   /* comm, then after ")": state ppid pgrp session tty tpgid flags */
-  const char* open = strchr(text, '(');
-  const char* close = strrchr(text, ')');
-  char state = '?';
-  unsigned long flags = 0;
-  int ppid = 0;
-  if (open != NULL && close != NULL && close > open)
-    sscanf(close + 1, " %c %d %*d %*d %*d %*d %lu", &state, &ppid, &flags);
+  const char* open = strchr(s->text, '(');
+  const char* close = strrchr(s->text, ')');
+  if (open == NULL || close == NULL || close < open)
+    return;
+  s->comm = open;
+  s->comm_len = (int)(close - open + 1);
+  sscanf(close + 1, " %c %d %*d %*d %*d %*d %lu", &s->state, &s->ppid,
+         &s->flags);
+}
+
+void tree_describe(int pid, char* out, size_t size) {
+  stat_line_t s;
+  read_stat(pid, &s);
   snprintf(out, size, "pid %d %.*s state %c ppid %d flags 0x%lx%s", pid,
-           open != NULL && close != NULL && close > open
-               ? (int)(close - open + 1)
-               : 0,
-           open != NULL ? open : "", state, ppid, flags,
-           flags & 0x4 ? " (exiting)" : "");
+           s.comm_len, s.comm, s.state, s.ppid, s.flags,
+           s.flags & 0x4 ? " (exiting)" : "");
 }
 
 bool tree_exiting(int pid) {
-  char path[64], text[512] = "";
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE* f = fopen(path, "re");
-  size_t n = f != NULL ? fread(text, 1, sizeof text - 1, f) : 0;
-  if (f != NULL)
-    fclose(f);
-  text[n] = '\0';
-  const char* close = strrchr(text, ')');
-  unsigned long flags = 0;
-  return close != NULL &&
-         sscanf(close + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) == 1 &&
-         (flags & 0x4) != 0; /* PF_EXITING */
+  stat_line_t s;
+  read_stat(pid, &s);
+  return (s.flags & 0x4) != 0; /* PF_EXITING */
 }
 
 bool tree_alive(int pid) {
