@@ -32,7 +32,9 @@ struct maelys__denials {
   bool listening; /* a listener reported: the receipt has the section */
   bool lost;      /* the recording ended while the sandbox ran */
   uint64_t counts[KINDS];
-  example_t examples[EXAMPLES_MAX];
+  /* EXAMPLES_MAX of them, allocated at the first: most sandboxes report
+   * only that they listen, and 1000 of them must stay small. */
+  example_t* examples;
   size_t example_count;
   uint64_t examples_omitted;
   maelys_execution_denial_cb cb;
@@ -122,9 +124,10 @@ void maelys__denials_event(maelys__denials_t** denials,
   if (!printable(detail) || !printable(call) || detail[0] == '\0')
     return;
   if (d->example_count < EXAMPLES_MAX) {
-    example_t* x = &d->examples[d->example_count];
-    x->detail = maelys__executor_strdup(detail);
-    if (x->detail != NULL) {
+    if (d->examples == NULL)
+      d->examples = calloc(EXAMPLES_MAX, sizeof *d->examples);
+    example_t* x = d->examples != NULL ? &d->examples[d->example_count] : NULL;
+    if (x != NULL && (x->detail = maelys__executor_strdup(detail)) != NULL) {
       x->kind = kind;
       memcpy(x->call, call, sizeof x->call);
       x->error_number = ev->error_number;
@@ -214,5 +217,6 @@ void maelys__denials_free(maelys__denials_t* d) {
     return;
   for (size_t i = 0; i < d->example_count; i++)
     free(d->examples[i].detail);
+  free(d->examples);
   free(d);
 }

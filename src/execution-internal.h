@@ -86,6 +86,17 @@ typedef struct stopper {
  * (maelys_exec_stream_t). */
 #define MAELYS__EXEC_STREAMS 5
 
+struct stream;
+
+/* A stream's libuv handle, allocated when the host first asks for the
+ * stream: most executions use one or two of their five, and 1000 of them
+ * must stay small. The handle's data field is the caller's, so its close
+ * callback finds the slot through `slot`. */
+typedef struct stream_pipe {
+  uv_pipe_t pipe;
+  struct stream* slot;
+} stream_pipe_t;
+
 typedef struct stream {
   struct maelys_execution* owner;
   bool present;
@@ -93,7 +104,7 @@ typedef struct stream {
   bool taken;
   bool closing;
   int fd;
-  uv_pipe_t pipe;
+  stream_pipe_t* handle; /* while opened, until its close callback */
 } stream_t;
 
 typedef enum exec_phase {
@@ -167,7 +178,7 @@ struct maelys_execution {
 
   int status_fd;
   bool status_eof;
-  char line[1024];
+  char* line; /* a line a read left unfinished (execution-status.c) */
   size_t line_len;
   bool line_overflow;
   char* diag; /* allocated at the first diagnostic line: most executions

@@ -117,11 +117,47 @@ static void handle_line(maelys_execution_t* e, const char* line, size_t len) {
   handle_event(e, &ev);
 }
 
+/* A status line is at most this long (without its newline); a longer one is
+ * dropped, never split. */
+#define STATUS_LINE_MAX 1023
+
+/* Adds bytes to the line a read left unfinished, kept on the heap only
+ * while one is (lines come whole in one write, almost always, and 1000
+ * executions must stay small). */
+static void pend(maelys_execution_t* e, const char* bytes, size_t n) {
+  if (e->line_overflow || n == 0)
+    return;
+  if (e->line_len + n > STATUS_LINE_MAX) {
+    e->line_overflow = true; /* overlong lines are dropped, not split */
+    return;
+  }
+  if (e->line == NULL) {
+    e->line = malloc(STATUS_LINE_MAX + 1);
+    if (e->line == NULL) {
+      e->line_overflow = true; /* no memory: the line is lost, not split */
+      return;
+    }
+  }
+  memcpy(e->line + e->line_len, bytes, n);
+  e->line_len += n;
+  e->line[e->line_len] = '\0';
+}
+
+/* The unfinished line ended (at its newline, or at the end of file). */
+static void end_pending(maelys_execution_t* e) {
+  if (e->line_len > 0 && !e->line_overflow)
+    handle_line(e, e->line, e->line_len);
+  free(e->line);
+  e->line = NULL;
+  e->line_len = 0;
+  e->line_overflow = false;
+}
+
 /* Reads what the status channel holds now. Returns true at end of file. */
 bool maelys__exec_read_status(maelys_execution_t* e) {
-  char buf[4096];
+  char buf[4096 + 1];
   for (;;) {
-    ssize_t n = read(e->status_fd, buf, sizeof buf);
+    ssize_t n = read(e->status_fd, buf, sizeof buf - 1);
     if (n < 0) {
       if (errno == EINTR)
         continue;
@@ -130,24 +166,23 @@ bool maelys__exec_read_status(maelys_execution_t* e) {
       return true;
     }
     if (n == 0) {
-      if (e->line_len > 0 && !e->line_overflow)
-        handle_line(e, e->line, e->line_len);
-      e->line_len = 0;
+      end_pending(e);
       return true;
     }
-    for (ssize_t i = 0; i < n; i++) {
-      if (buf[i] == '\n') {
-        if (!e->line_overflow)
-          handle_line(e, e->line, e->line_len);
-        e->line_len = 0;
-        e->line_overflow = false;
-      } else if (e->line_len + 1 < sizeof e->line) {
-        e->line[e->line_len++] = buf[i];
-        e->line[e->line_len] = '\0';
-      } else {
-        e->line_overflow = true; /* overlong lines are dropped, not split */
+    size_t start = 0;
+    for (size_t i = 0; i < (size_t)n; i++) {
+      if (buf[i] != '\n')
+        continue;
+      if (e->line_len > 0 || e->line_overflow) {
+        pend(e, buf + start, i - start);
+        end_pending(e);
+      } else if (i - start <= STATUS_LINE_MAX) {
+        buf[i] = '\0';
+        handle_line(e, buf + start, i - start);
       }
+      start = i + 1;
     }
+    pend(e, buf + start, (size_t)n - start);
   }
 }
 

@@ -112,7 +112,8 @@ maelys_executor_result_t maelys_execution_resize(maelys_execution_t* e,
     return MAELYS_EXECUTOR_OK;
   }
   int fd = s->fd;
-  if (s->opened && uv_fileno((uv_handle_t*)&s->pipe, &fd) != 0)
+  if (s->opened && (s->handle == NULL ||
+                    uv_fileno((uv_handle_t*)&s->handle->pipe, &fd) != 0))
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
                                  "the terminal stream was closed");
   int r = maelys__terminal_set_size(fd, rows, columns);

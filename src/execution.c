@@ -96,6 +96,7 @@ static void execution_free(maelys_execution_t* e) {
     close(e->receipt_dirfd);
   free(e->status_message);
   free(e->diag);
+  free(e->line);
   free(e->launch_failed);
   free(e->receipt_json);
   free(e->receipt_path);
@@ -124,7 +125,10 @@ static void close_handle(maelys_execution_t* e, uv_handle_t* h) {
 /* A stream handle belongs to the caller while it is open, data field
  * included, so its close callback finds the execution through the slot. */
 static void on_stream_closed(uv_handle_t* handle) {
-  stream_t* s = (stream_t*)((char*)handle - offsetof(stream_t, pipe));
+  stream_pipe_t* h = (stream_pipe_t*)handle;
+  stream_t* s = h->slot;
+  s->handle = NULL;
+  free(h);
   maelys_execution_t* e = s->owner;
   if (--e->open_handles == 0)
     execution_free(e);
@@ -133,7 +137,7 @@ static void on_stream_closed(uv_handle_t* handle) {
 static void close_stream(stream_t* s) {
   if (s->opened && !s->closing) {
     s->closing = true;
-    uv_close((uv_handle_t*)&s->pipe, on_stream_closed);
+    uv_close((uv_handle_t*)&s->handle->pipe, on_stream_closed);
   }
 }
 
@@ -285,20 +289,32 @@ maelys_executor_result_t maelys_execution_stream(maelys_execution_t* e,
   if (r != MAELYS_EXECUTOR_OK)
     return r;
   if (!s->opened) {
-    int ur = uv_pipe_init(e->executor->loop, &s->pipe, 0);
-    if (ur == 0) {
-      s->owner = e;
-      s->pipe.data = NULL;
-      e->open_handles++;
-      s->opened = true;
-      ur = uv_pipe_open(&s->pipe, s->fd);
+    stream_pipe_t* h = calloc(1, sizeof *h);
+    if (h == NULL)
+      return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_MEMORY,
+                                   "out of memory");
+    int ur = uv_pipe_init(e->executor->loop, &h->pipe, 0);
+    if (ur != 0) {
+      free(h);
+      return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                   "opening stream %d on the loop: %s", (int)id,
+                                   uv_strerror(ur));
     }
+    h->slot = s;
+    s->handle = h;
+    s->owner = e;
+    e->open_handles++;
+    s->opened = true;
+    ur = uv_pipe_open(&h->pipe, s->fd);
     if (ur != 0)
       return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
                                    "opening stream %d on the loop: %s", (int)id,
                                    uv_strerror(ur));
   }
-  *out_stream = (uv_stream_t*)&s->pipe;
+  if (s->handle == NULL || s->closing)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_STATE,
+                                 "stream %d was closed", (int)id);
+  *out_stream = (uv_stream_t*)&s->handle->pipe;
   return MAELYS_EXECUTOR_OK;
 }
 

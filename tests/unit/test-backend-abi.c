@@ -516,31 +516,38 @@ static const maelys_backend_t joiner = {
     .prepare = joiner_prepare,
 };
 
+/* A sealed plan (read-only root, no network, an optional memory ceiling)
+ * and a request for /bin/true on the backend `name`. */
+static void plan_and_request(const char* name, uint64_t memory,
+                             maelys_executor_plan_t** plan,
+                             maelys_execution_request_t** req) {
+  assert_int_equal(maelys_executor_plan_create(plan, NULL), 0);
+  assert_int_equal(maelys_executor_plan_set_root(
+                       *plan, MAELYS_EXECUTOR_ROOT_READONLY, 0, NULL),
+                   0);
+  assert_int_equal(maelys_executor_plan_set_network(
+                       *plan, MAELYS_EXECUTOR_NETWORK_NONE, NULL),
+                   0);
+  if (memory > 0)
+    assert_int_equal(maelys_executor_plan_set_limit(
+                         *plan, MAELYS_EXECUTOR_LIMIT_MEMORY, memory, NULL),
+                     0);
+  char* seal_error = NULL;
+  if (maelys_executor_plan_seal(*plan, &seal_error) != MAELYS_EXECUTOR_OK)
+    fail_msg("seal: %s", seal_error);
+  assert_int_equal(maelys_execution_request_create(req, NULL), 0);
+  static const char* const argv[] = {"true", NULL};
+  assert_int_equal(
+      maelys_execution_request_set_executable(*req, "/bin/true", NULL), 0);
+  assert_int_equal(maelys_execution_request_set_argv(*req, argv, NULL), 0);
+  assert_int_equal(maelys_execution_request_set_backend(*req, name, NULL), 0);
+}
+
 static maelys_executor_result_t joiner_spawn(maelys_executor_t* ex,
                                              uint64_t memory, char** err) {
   maelys_executor_plan_t* plan = NULL;
   maelys_execution_request_t* req = NULL;
-  assert_int_equal(maelys_executor_plan_create(&plan, NULL), 0);
-  assert_int_equal(maelys_executor_plan_set_root(
-                       plan, MAELYS_EXECUTOR_ROOT_READONLY, 0, NULL),
-                   0);
-  assert_int_equal(maelys_executor_plan_set_network(
-                       plan, MAELYS_EXECUTOR_NETWORK_NONE, NULL),
-                   0);
-  if (memory > 0)
-    assert_int_equal(maelys_executor_plan_set_limit(
-                         plan, MAELYS_EXECUTOR_LIMIT_MEMORY, memory, NULL),
-                     0);
-  char* seal_error = NULL;
-  if (maelys_executor_plan_seal(plan, &seal_error) != MAELYS_EXECUTOR_OK)
-    fail_msg("seal: %s", seal_error);
-  assert_int_equal(maelys_execution_request_create(&req, NULL), 0);
-  static const char* const argv[] = {"true", NULL};
-  assert_int_equal(
-      maelys_execution_request_set_executable(req, "/bin/true", NULL), 0);
-  assert_int_equal(maelys_execution_request_set_argv(req, argv, NULL), 0);
-  assert_int_equal(maelys_execution_request_set_backend(req, "joiner", NULL),
-                   0);
+  plan_and_request("joiner", memory, &plan, &req);
   maelys_execution_t* e = NULL;
   maelys_executor_result_t r = maelys_execution_spawn(ex, plan, req, &e, err);
   assert_null(e);
@@ -583,6 +590,109 @@ static void test_image_joins_cgroup_refusals(void** state) {
   uv_loop_close(&loop);
 }
 
+/* A backend whose launcher writes its status channel in awkward pieces: the
+ * core hands status_line each whole line once, a line split across writes
+ * as one, the last line even without its newline, and drops (never splits)
+ * a line longer than 1023 bytes. */
+#define LINER_MAX 16
+static struct {
+  size_t count;
+  size_t length[LINER_MAX];
+  char first[LINER_MAX];
+  bool uniform[LINER_MAX];
+} liner_seen;
+
+static void liner_status_line(void* state, const char* line, size_t length,
+                              maelys_backend_event_t* out_event) {
+  (void)state;
+  (void)out_event;
+  if (liner_seen.count >= LINER_MAX)
+    return;
+  size_t k = liner_seen.count++;
+  liner_seen.length[k] = length;
+  liner_seen.first[k] = length > 0 ? line[0] : '\0';
+  liner_seen.uniform[k] = true;
+  for (size_t i = 1; i < length; i++)
+    if (line[i] != line[0])
+      liner_seen.uniform[k] = false;
+}
+
+static maelys_executor_result_t
+liner_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
+              const maelys_execution_request_t* request,
+              maelys_backend_launch_t* launch, char** out_error) {
+  (void)state;
+  (void)proved;
+  (void)plan;
+  (void)request;
+  /* "ab" arrives 50 ms before "cd": one line. Then lines of 1023 and 1024
+   * bytes, one of 5000 (longer than one read), a short one, and "ef" with
+   * no newline before the end of file. */
+  static const char script[] =
+      "exec 1>&3; printf ab; sleep 0.05; printf 'cd\\n'; "
+      "line() { head -c $1 /dev/zero | tr '\\0' $2; printf '\\n'; }; "
+      "line 1023 x; line 1024 y; line 5000 z; printf 'gh\\n'; printf ef";
+  static const char* const argv[] = {"sh", "-c", script, NULL};
+  maelys_executor_result_t r =
+      maelys_backend_launch_set_image(launch, "/bin/sh", argv, NULL, out_error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_backend_launch_map_fd(launch, 3, MAELYS_BACKEND_FD_STATUS, 0,
+                                     out_error);
+  maelys_backend_launch_set_flags(launch, MAELYS_BACKEND_LAUNCH_STATUS_CHANNEL);
+  return r;
+}
+
+static const maelys_backend_t liner = {
+    .abi_version = MAELYS_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(maelys_backend_t),
+    .name = "liner",
+    .create = old_create,
+    .probe = joiner_probe,
+    .prepare = liner_prepare,
+    .status_line = liner_status_line,
+};
+
+static void liner_done(maelys_execution_t* e,
+                       const maelys_execution_status_t* status, void* data) {
+  (void)status;
+  *(bool*)data = true;
+  maelys_execution_release(e);
+}
+
+static void test_status_lines_whole_and_bounded(void** state) {
+  (void)state;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  maelys_executor_t* ex = NULL;
+  assert_int_equal(maelys_executor_create(&loop, &ex, NULL), 0);
+  assert_int_equal(maelys_executor_register_backend(ex, &liner, NULL, NULL), 0);
+  maelys_executor_plan_t* plan = NULL;
+  maelys_execution_request_t* req = NULL;
+  plan_and_request("liner", 0, &plan, &req);
+  memset(&liner_seen, 0, sizeof liner_seen);
+  maelys_execution_t* e = NULL;
+  char* err = NULL;
+  if (maelys_execution_spawn(ex, plan, req, &e, &err) != MAELYS_EXECUTOR_OK)
+    fail_msg("spawn: %s", err);
+  bool done = false;
+  assert_int_equal(maelys_execution_wait(e, liner_done, &done, NULL), 0);
+  while (!done)
+    uv_run(&loop, UV_RUN_ONCE);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  assert_int_equal(liner_seen.count, 4);
+  static const size_t lengths[] = {4, 1023, 2, 2};
+  static const char firsts[] = {'a', 'x', 'g', 'e'};
+  for (size_t k = 0; k < 4; k++) {
+    assert_int_equal(liner_seen.length[k], lengths[k]);
+    assert_int_equal(liner_seen.first[k], firsts[k]);
+  }
+  assert_true(liner_seen.uniform[1]);
+  assert_int_equal(maelys_executor_destroy(ex, NULL), 0);
+  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_image_joins_cgroup_refusals),
@@ -591,6 +701,7 @@ int main(void) {
       cmocka_unit_test(test_proof_cache),
       cmocka_unit_test(test_probe_run_refusals),
       cmocka_unit_test(test_sdk_services),
+      cmocka_unit_test(test_status_lines_whole_and_bounded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
