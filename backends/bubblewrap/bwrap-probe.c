@@ -298,9 +298,15 @@ void maelys__bwrap_probe_run_failure(const maelys_backend_probe_run_t* run,
              run->spawn_error ? run->spawn_error : "");
   else if (run->outcome == MAELYS_EXEC_OUTCOME_LAUNCH_FAILED)
     snprintf(out, size, "the probe sandbox failed to set up: %s", run->message);
+  else if (run->timed_out)
+    snprintf(out, size,
+             "the probe sandbox ended without its report (timed out after "
+             "%llu ms; a heavily loaded host can cause this, and the next "
+             "registration probes again)",
+             (unsigned long long)run->timeout_ms);
   else
-    snprintf(out, size, "the probe sandbox ended without its report (%s)",
-             run->timed_out ? "timed out" : "no output");
+    snprintf(out, size,
+             "the probe sandbox ended without its report (no output)");
 }
 
 static bool row_holds(const row_t* r, const maelys_backend_probe_run_t* run,
@@ -346,7 +352,10 @@ static bool row_holds(const row_t* r, const maelys_backend_probe_run_t* run,
 static const char* row_reason(const row_t* r,
                               const maelys_backend_probe_run_t* run, char* buf,
                               size_t size) {
-  if (r->reason == RUN_FAILURE) {
+  /* A tree row whose run never reached its marker tested no tree: the run's
+   * own failure is the reason, not a descendant that outlived anything. */
+  if (r->reason == RUN_FAILURE ||
+      (r->check == CHECK_TREE_GONE && !run->marker_seen)) {
     maelys__bwrap_probe_run_failure(run, buf, size);
     return buf;
   }

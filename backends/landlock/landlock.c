@@ -1481,9 +1481,12 @@ static void probe_verdicts(const ll_state_t* st, maelys_backend_probe_t* probe,
       : !has_line(out, "signal=errno:1")
           ? maelys_backend_asprintf("the probe payload could signal its "
                                     "supervisor (signals not scoped)")
-      : !tree_a ? maelys_backend_asprintf(
-                      "a double-forked, setsid() descendant outlived the "
-                      "host's lifeline in the probe")
+      /* Run B never reached its marker (a loaded host timed it out):
+       * it tested no tree, and its own failure is the reason. */
+      : !runs[1].marker_seen ? run_failure(&runs[1])
+      : !tree_a              ? maelys_backend_asprintf(
+                                   "a double-forked, setsid() descendant outlived the "
+                                                "host's lifeline in the probe")
       : !tree_b ? maelys_backend_asprintf(
                       "a double-forked, setsid() descendant outlived a forced "
                       "stop in the probe")

@@ -299,6 +299,28 @@ static void test_tree_identity_and_userns(void** state) {
                  MAELYS_BACKEND_CAP_PROCESS_TREE, "double-forked");
   free(p);
 
+  /* A run that never reached the point where the tree is tested (a loaded
+   * host timed it out, or it ended early) says so: it does not claim that a
+   * descendant outlived anything. */
+  int tree = __builtin_ctzll(MAELYS_BACKEND_CAP_PROCESS_TREE);
+  p = healthy();
+  p->runs[0].marker_seen = 0;
+  p->runs[0].timed_out = 1;
+  p->runs[0].output_eof = 0;
+  const char* why = judge(p, MAELYS_BACKEND_CAP_ALL)->reasons[tree];
+  assert_non_null(why);
+  assert_non_null(
+      strstr(why, "ended without its report (timed out after 10000 ms"));
+  assert_null(strstr(why, "double-forked"));
+  free(p);
+
+  p = healthy();
+  p->runs[0].marker_seen = 0;
+  why = judge(p, MAELYS_BACKEND_CAP_ALL)->reasons[tree];
+  assert_non_null(why);
+  assert_non_null(strstr(why, "ended without its report (no output)"));
+  free(p);
+
   p = healthy();
   edit(p, 0, "caps=none\n", "caps=some\n");
   expect_missing(judge(p, MAELYS_BACKEND_CAP_ALL),
@@ -363,7 +385,7 @@ static void test_main_run_without_report(void** state) {
                                     MAELYS_BACKEND_CAP_PROCESS_TREE));
   assert_non_null(strstr(
       p->verdict.reasons[__builtin_ctzll(MAELYS_BACKEND_CAP_USER_NAMESPACE)],
-      "ended without its report (timed out)"));
+      "ended without its report (timed out after"));
   free(p);
 }
 
