@@ -234,6 +234,30 @@ static json_t* read_record(int dir, const char* name) {
   return doc;
 }
 
+/* The fields of a proof record, borrowed from its document. */
+typedef struct record {
+  const char* mask;
+  json_int_t written;
+  json_t* reasons;
+  json_t* diagnostic;
+  int confirmed;
+} record_t;
+
+/* Whether `doc` is a well-formed proof record for `key`: a load reads
+ * nothing else, and a store counts nothing else as the probe it
+ * replaces. */
+static bool record_fields(json_t* doc, const char* key, record_t* r) {
+  const char *format = NULL, *stored_key = NULL;
+  memset(r, 0, sizeof *r);
+  return doc != NULL &&
+         json_unpack(doc, "{s:s, s:s, s:I, s:s, s:o, s?o, s?b}", "format",
+                     &format, "key", &stored_key, "written", &r->written,
+                     "proved", &r->mask, "reasons", &r->reasons, "diagnostic",
+                     &r->diagnostic, "confirmed", &r->confirmed) == 0 &&
+         strcmp(format, PROOF_FORMAT) == 0 && strcmp(stored_key, key) == 0 &&
+         r->written >= 0 && json_is_object(r->reasons) && mask_text(r->mask);
+}
+
 /*
  * How long a record is used, in seconds. A probe can fail for a passing
  * reason (under load, a step timed out: 27 of 50 runs started at once on a
@@ -262,37 +286,26 @@ bool maelys__proof_cache_load(const maelys_executor_t* executor,
   bool loaded = false;
   int dir = open_dir(executor->proof_dir);
   json_t* doc = read_record(dir, name);
-  const char *format = NULL, *stored_key = NULL, *mask = NULL;
-  json_int_t written = 0;
-  json_t *reasons = NULL, *diagnostic = NULL;
-  int confirmed = 0;
+  record_t r;
   time_t now = time(NULL);
-  if (doc != NULL &&
-      json_unpack(doc, "{s:s, s:s, s:I, s:s, s:o, s?o, s?b}", "format", &format,
-                  "key", &stored_key, "written", &written, "proved", &mask,
-                  "reasons", &reasons, "diagnostic", &diagnostic, "confirmed",
-                  &confirmed) == 0 &&
-      strcmp(format, PROOF_FORMAT) == 0 && strcmp(stored_key, key) == 0 &&
-      written >= 0 && now >= 0 && written <= (json_int_t)now + 60 &&
-      (json_int_t)now - written <= max_age(executor, confirmed) &&
-      json_is_object(reasons) && mask_text(mask)) {
-    unsigned long long proved = strtoull(mask, NULL, 16);
-    {
-      entry->proved = (uint64_t)proved & MAELYS_BACKEND_CAP_ALL;
-      const char* bit;
-      json_t* why;
-      json_object_foreach(reasons, bit, why) {
-        int b = atoi(bit);
-        if (b >= 0 && b < 64 && json_is_string(why) &&
-            !(entry->proved & (UINT64_C(1) << b)) && entry->reasons[b] == NULL)
-          entry->reasons[b] = maelys__executor_strdup(json_string_value(why));
-      }
-      if (json_is_string(diagnostic))
-        entry->diagnostic =
-            maelys__executor_strdup(json_string_value(diagnostic));
-      entry->proof_cached = true;
-      loaded = true;
+  if (record_fields(doc, key, &r) && now >= 0 &&
+      r.written <= (json_int_t)now + 60 &&
+      (json_int_t)now - r.written <= max_age(executor, r.confirmed)) {
+    entry->proved =
+        (uint64_t)strtoull(r.mask, NULL, 16) & MAELYS_BACKEND_CAP_ALL;
+    const char* bit;
+    json_t* why;
+    json_object_foreach(r.reasons, bit, why) {
+      int b = atoi(bit);
+      if (b >= 0 && b < 64 && json_is_string(why) &&
+          !(entry->proved & (UINT64_C(1) << b)) && entry->reasons[b] == NULL)
+        entry->reasons[b] = maelys__executor_strdup(json_string_value(why));
     }
+    if (json_is_string(r.diagnostic))
+      entry->diagnostic =
+          maelys__executor_strdup(json_string_value(r.diagnostic));
+    entry->proof_cached = true;
+    loaded = true;
   }
   json_decref(doc);
   if (dir >= 0)
@@ -326,12 +339,9 @@ void maelys__proof_cache_store(const maelys_executor_t* executor,
   /* Confirmed when the record it replaces (of any age) proved the same. */
   int dir = open_dir(executor->proof_dir);
   json_t* before = read_record(dir, name);
-  const char *before_key = NULL, *before_mask = NULL;
-  bool confirmed = before != NULL &&
-                   json_unpack(before, "{s:s, s:s}", "key", &before_key,
-                               "proved", &before_mask) == 0 &&
-                   strcmp(before_key, key) == 0 &&
-                   strcmp(before_mask, mask) == 0;
+  record_t was;
+  bool confirmed =
+      record_fields(before, key, &was) && strcmp(was.mask, mask) == 0;
   json_decref(before);
   json_t* doc =
       json_pack("{s:s, s:s, s:I, s:s, s:o, s:b}", "format", PROOF_FORMAT, "key",

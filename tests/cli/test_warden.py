@@ -133,6 +133,10 @@ class Warden(WardenCase):
                written=int(time.time()) - 120)
         self.assertEqual(source(), "probed now")
         self.assertFalse(record()["confirmed"])
+        # A fresh record whose "confirmed" is not a boolean is not used.
+        record(confirmed="yes", written=int(time.time()))
+        self.assertEqual(source(), "probed now")
+        self.assertIs(record()["confirmed"], False)
 
     def test_describe_validates(self):
         forms = [["describe"], ["describe", "--summary"],
