@@ -1395,6 +1395,16 @@ static bool want(const char* name) {
   return only == NULL || strcmp(only, name) == 0;
 }
 
+/* A whole decimal number from 1 to `max`, or -1. */
+static int whole_number(const char* text, long max) {
+  char* end = NULL;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < 1 || v > max)
+    return -1;
+  return (int)v;
+}
+
 int main(int argc, char** argv) {
   int child_n = 0, child_fd = -1;
   bool child_library = false;
@@ -1419,9 +1429,16 @@ int main(int argc, char** argv) {
       bwrap_path = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0)
       quick = true;
-    else if (strcmp(argv[i], "--many-size") == 0 && i + 1 < argc)
-      many_size = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+    else if (strcmp(argv[i], "--many-size") == 0 && i + 1 < argc) {
+      many_size = whole_number(argv[++i], 100000);
+      if (many_size < 0) {
+        fprintf(stderr,
+                "maelys-bench: --many-size takes a number of executions "
+                "from 1 to 100000, not '%s'\n",
+                argv[i]);
+        return 2;
+      }
+    } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
       only = argv[++i];
     else {
       fprintf(stderr,
