@@ -110,10 +110,25 @@ static void compute_status(maelys_execution_t* e) {
       s->term_signal = main_code - 128;
     else
       s->term_signal = SIGKILL;
-  } else if (main_signaled) {
-    /* The launcher was killed before the payload started. */
+  } else if (main_signaled && e->stop != STOP_IDLE) {
+    /* A stop killed the launcher before the payload started: the stop's
+     * signal ended it. */
     s->outcome = MAELYS_EXEC_OUTCOME_SIGNALED;
     s->term_signal = main_signal;
+  } else if (main_signaled) {
+    /* Something outside killed the launcher before the payload started:
+     * the payload never ran, so this is a failed launch. Reported as the
+     * payload's death by that signal, it read as if the payload had been
+     * killed (the CLI exited 137 and said nothing). */
+    s->outcome = MAELYS_EXEC_OUTCOME_LAUNCH_FAILED;
+    snprintf(e->status_step, sizeof e->status_step, "sandbox-setup");
+    s->launch_errno = 0;
+    const char* name = sigabbrev_np(main_signal);
+    e->status_message = maelys__executor_asprintf(
+        "the sandbox launcher was killed by signal %d%s%s%s before the "
+        "payload started",
+        main_signal, name != NULL ? " (SIG" : "", name != NULL ? name : "",
+        name != NULL ? ")" : "");
   } else {
     /* The launcher exited before the payload started: its own diagnostics
      * are the launch error, never an exit status of the payload. */

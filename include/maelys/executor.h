@@ -742,7 +742,9 @@ typedef enum maelys_execution_outcome {
   MAELYS_EXEC_OUTCOME_EXITED = 1,   /* exit_code is valid */
   MAELYS_EXEC_OUTCOME_SIGNALED = 2, /* term_signal is valid */
   /* The payload never ran: launch_step, launch_errno and message say why
-   * (a sandbox setup failure reported after spawn returned). */
+   * (a sandbox setup failure reported after spawn returned, or a sandbox
+   * launcher that something other than a stop killed before the payload
+   * started: step "sandbox-setup", the message names the signal). */
   MAELYS_EXEC_OUTCOME_LAUNCH_FAILED = 3
 } maelys_execution_outcome_t;
 

@@ -238,6 +238,56 @@ static void test_exit_status_is_the_payloads(void** state) {
   harness_finish(&h);
 }
 
+/* A launcher killed from outside before its payload started ran no payload:
+ * that is a failed launch naming the signal, not the payload's death by it
+ * (the CLI exited 137 and said nothing, as if the payload had been
+ * killed). A forced stop during setup is still reported as the stop's
+ * signal. */
+static void test_launcher_killed_before_the_payload(void** state) {
+  (void)state;
+  harness_t h;
+  harness_init(&h, 60000);
+  if (!bwrap_or_skip(&h))
+    return;
+  maelys_executor_plan_t* plan =
+      sandbox_plan(NULL, MAELYS_EXECUTOR_NETWORK_NONE,
+                   MAELYS_EXECUTOR_ROOT_READONLY, 0, true);
+  for (int stopped = 0; stopped < 2; stopped++) {
+    maelys_execution_request_t* req = sandbox_request(NULL, ARGS("exit", "0"));
+    maelys_execution_t* e = NULL;
+    char* err = NULL;
+    if (maelys_execution_spawn(h.executor, plan, req, &e, &err) !=
+        MAELYS_EXECUTOR_OK)
+      fail_msg("spawn: %s", err);
+    if (stopped)
+      assert_int_equal(
+          maelys_execution_stop(e, MAELYS_EXEC_STOP_FORCED, NULL, NULL, NULL),
+          0);
+    else
+      assert_int_equal(kill(maelys_execution_pid(e), SIGKILL), 0);
+    waited_t w = {0};
+    assert_int_equal(maelys_execution_wait(e, waited_cb, &w, NULL), 0);
+    harness_run_until(&h, &w.done);
+    if (stopped) {
+      assert_int_equal(w.status.outcome, MAELYS_EXEC_OUTCOME_SIGNALED);
+      assert_int_equal(w.status.term_signal, SIGKILL);
+      assert_int_equal(w.status.stop_stage, MAELYS_EXEC_STOP_STAGE_FORCED);
+    } else {
+      if (w.status.outcome != MAELYS_EXEC_OUTCOME_LAUNCH_FAILED)
+        fail_msg("outcome %d (signal %d), not a failed launch",
+                 (int)w.status.outcome, w.status.term_signal);
+      assert_string_equal(w.step, "sandbox-setup");
+      if (strstr(w.message, "killed by signal 9 (SIGKILL) before the payload "
+                            "started") == NULL)
+        fail_msg("message: %s", w.message);
+    }
+    maelys_execution_release(e);
+    maelys_execution_request_destroy(req);
+  }
+  maelys_executor_plan_destroy(plan);
+  harness_finish(&h);
+}
+
 /* Launch errors inside the sandbox are launch errors, with their cause. */
 static void test_launch_errors(void** state) {
   (void)state;
@@ -1766,6 +1816,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_capabilities_proved),
       cmocka_unit_test(test_exit_status_is_the_payloads),
+      cmocka_unit_test(test_launcher_killed_before_the_payload),
       cmocka_unit_test(test_launch_errors),
       cmocka_unit_test(test_escapes_blocked),
       cmocka_unit_test(test_setid_never_leaves),
