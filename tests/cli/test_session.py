@@ -570,14 +570,16 @@ class Session(WardenCase):
         self.assertIsNotNone(m, stderr)
         return int(m.group(1))
 
-    def test_large_transfer_through_pipes_is_spliced_and_exact(self):
-        """48 MiB in through a pipe and back out through a pipe: byte-exact,
-        and both directions moved by splice(2), none of it through the
-        CLI's buffers (issue 10, item 4)."""
+    def spliced_echo(self, io, fds):
+        """48 MiB in through a pipe and back out through a pipe, echoed by
+        the payload on descriptors `fds` under `--io io`: byte-exact, both
+        directions moved by splice(2), nothing queued in the CLI, and our
+        stdin's end reaches the payload as the end of its input (it answers
+        every byte, then exits)."""
         data = os.urandom(48 << 20)
-        p = subprocess.run(self.run_args("--trace", "--allow-read",
-                                         ARGS.fixture, "--", ARGS.fixture,
-                                         "echo", "0", "1"),
+        p = subprocess.run(self.run_args("--trace", "--io", io,
+                                         "--allow-read", ARGS.fixture, "--",
+                                         ARGS.fixture, "echo", *fds),
                            input=data, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, env=self.env(),
                            cwd=self.ws, timeout=120)
@@ -587,6 +589,25 @@ class Session(WardenCase):
                          hashlib.sha256(data).digest())
         self.assertGreaterEqual(self.spliced(p.stderr), 2 * len(data))
         self.assertIn(b"peak 0 bytes queued", p.stderr)
+
+    def test_large_transfer_through_pipes_is_spliced_and_exact(self):
+        """The payload's stdin and stdout pipes and ours (issue 10, item
+        4)."""
+        self.spliced_echo("auto", ("0", "1"))
+
+    def test_isolated_socket_through_pipes_is_spliced_and_exact(self):
+        """--io isolated: socket to pipe and pipe to socket."""
+        self.spliced_echo("isolated", ("3", "3"))
+
+    def test_isolated_socket_reader_gone_ends_the_payloads_writes(self):
+        """Our stdout's reader goes away while the payload floods its
+        socket: its writes fail, and the run ends instead of filling the
+        socket forever."""
+        p = self.shell("$WARDEN --io isolated --allow-read %s -- %s flood "
+                       "%d 3 | head -c 1000 | wc -c"
+                       % (ARGS.fixture, ARGS.fixture, 1 << 34),
+                       stdin=subprocess.DEVNULL, timeout=EXPECT_S)
+        self.assertEqual(p.stdout.strip(), b"1000", p.stderr)
 
     def test_output_to_files_is_exact(self):
         """Our stdout a regular file: spliced. Opened for appending (which
