@@ -246,16 +246,19 @@ typedef struct record {
 /* Whether `doc` is a well-formed proof record for `key`: a load reads
  * nothing else, and a store counts nothing else as the probe it
  * replaces. */
-static bool record_fields(json_t* doc, const char* key, record_t* r) {
+static bool record_fields(json_t* doc, const char* key, time_t now,
+                          record_t* r) {
   const char *format = NULL, *stored_key = NULL;
   memset(r, 0, sizeof *r);
-  return doc != NULL &&
+  /* Written at most a minute in the future (a clock set back). */
+  return doc != NULL && now >= 0 &&
          json_unpack(doc, "{s:s, s:s, s:I, s:s, s:o, s?o, s?b}", "format",
                      &format, "key", &stored_key, "written", &r->written,
                      "proved", &r->mask, "reasons", &r->reasons, "diagnostic",
                      &r->diagnostic, "confirmed", &r->confirmed) == 0 &&
          strcmp(format, PROOF_FORMAT) == 0 && strcmp(stored_key, key) == 0 &&
-         r->written >= 0 && json_is_object(r->reasons) && mask_text(r->mask);
+         r->written >= 0 && r->written <= (json_int_t)now + 60 &&
+         json_is_object(r->reasons) && mask_text(r->mask);
 }
 
 /*
@@ -288,8 +291,7 @@ bool maelys__proof_cache_load(const maelys_executor_t* executor,
   json_t* doc = read_record(dir, name);
   record_t r;
   time_t now = time(NULL);
-  if (record_fields(doc, key, &r) && now >= 0 &&
-      r.written <= (json_int_t)now + 60 &&
+  if (record_fields(doc, key, now, &r) &&
       (json_int_t)now - r.written <= max_age(executor, r.confirmed)) {
     entry->proved =
         (uint64_t)strtoull(r.mask, NULL, 16) & MAELYS_BACKEND_CAP_ALL;
@@ -340,8 +342,8 @@ void maelys__proof_cache_store(const maelys_executor_t* executor,
   int dir = open_dir(executor->proof_dir);
   json_t* before = read_record(dir, name);
   record_t was;
-  bool confirmed =
-      record_fields(before, key, &was) && strcmp(was.mask, mask) == 0;
+  bool confirmed = record_fields(before, key, time(NULL), &was) &&
+                   strcmp(was.mask, mask) == 0;
   json_decref(before);
   json_t* doc =
       json_pack("{s:s, s:s, s:I, s:s, s:o, s:b}", "format", PROOF_FORMAT, "key",

@@ -756,6 +756,13 @@ static void splice_pump(direction_t* d) {
       d->relay->spliced += (uint64_t)n;
       continue;
     }
+    if (n == 0 && d->src->socket) {
+      /* A socket's end of file is the one a plain read reports (should
+       * splice ever answer 0 at an out-of-band mark, as it does for TCP's
+       * urgent data, nothing after the mark is lost). */
+      d->copy = true;
+      continue;
+    }
     if (n == 0) {
       splice_eof(d);
       return;
@@ -768,12 +775,21 @@ static void splice_pump(direction_t* d) {
       continue;
     }
     if (errno == EAGAIN) {
-      /* Either the source is empty or the destination full (both pipes
-       * non-blocking): which one, the source's queued byte count tells. A
-       * byte arriving in between only costs one more turn. */
+      /* Either the source is empty or the destination full (both
+       * non-blocking): which one, the source tells. A pipe's queued byte
+       * count; a socket's count also holds an out-of-band byte, which
+       * splice (like a read) passes over and never moves, so a socket is
+       * asked whether a byte of the stream itself is there (counting it
+       * made the relay wait for a writable destination, at once, for as
+       * long as the payload lived). A byte arriving in between only costs
+       * one more turn. */
       int queued = 0;
-      bool dst_full = !d->src->pollable ||
-                      (ioctl(d->src->fd, FIONREAD, &queued) == 0 && queued > 0);
+      char peek;
+      bool dst_full =
+          !d->src->pollable ||
+          (d->src->socket
+               ? recv(d->src->fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT) == 1
+               : ioctl(d->src->fd, FIONREAD, &queued) == 0 && queued > 0);
       splice_wait(d, dst_full);
       return;
     }
@@ -795,11 +811,16 @@ static bool splice_pair(int from, int to) {
   bool ok_a = S_ISFIFO(a.st_mode) || S_ISREG(a.st_mode) || S_ISSOCK(a.st_mode);
   bool ok_b = S_ISFIFO(b.st_mode) || S_ISREG(b.st_mode) || S_ISSOCK(b.st_mode);
   if (S_ISSOCK(a.st_mode) || S_ISSOCK(b.st_mode)) {
-    int type = 0;
-    socklen_t len = sizeof type;
+    /* Unix stream sockets only. A TCP socket's splice stops at urgent
+     * data and then takes the peer's end for the end of the stream,
+     * dropping what follows the urgent byte. */
+    int type = 0, domain = 0;
+    socklen_t len = sizeof type, dlen = sizeof domain;
     int sock = S_ISSOCK(a.st_mode) ? from : to;
     if (getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
-        type != SOCK_STREAM)
+        type != SOCK_STREAM ||
+        getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &dlen) != 0 ||
+        domain != AF_UNIX)
       return false;
     return S_ISFIFO(a.st_mode) || S_ISFIFO(b.st_mode)
                ? !(S_ISSOCK(a.st_mode) && S_ISSOCK(b.st_mode))
@@ -1014,8 +1035,10 @@ static bool splice_ends(relay_t* r, int from, int to,
  * to socket), each on a duplicate of the socket's descriptor, so that each
  * direction polls one of its own (libuv watches a descriptor once); else
  * through the socket's stream, shared. Nothing is transformed on the way
- * to a pipe, so both directions keep their half-close: our stdin's end
- * shuts the socket for writing, the payload's end closes our stdout. */
+ * to a pipe, and both directions keep their half-close: our stdin's end
+ * shuts the socket for writing; the payload's end ends the direction to our
+ * stdout (descriptors 0-2 themselves stay open until this process exits,
+ * as on the stream path). */
 relay_t* relay_start(uv_loop_t* loop, uv_stream_t* socket, bool raw_output) {
   relay_t* r = relay_new(loop);
   if (r == NULL)

@@ -1224,9 +1224,13 @@ int warden_run(const invocation_t* inv) {
   default:
     code = 1;
     cli_fail(&err, "PROCESS_FAILED",
-             "Check that the program and what it needs are inside the "
-             "sandbox ('maelys-warden plan --explain' with the same options "
-             "shows what is).",
+             strstr(st.message, "sandbox launcher was killed") != NULL
+                 ? "Something outside the sandbox killed its launcher before "
+                   "the program started (an out-of-memory kill, a signal to "
+                   "the process group): run it again."
+                 : "Check that the program and what it needs are inside the "
+                   "sandbox ('maelys-warden plan --explain' with the same "
+                   "options shows what is).",
              "the program did not start: %s: %s", st.step, st.message);
     cli_emit_failure(inv, &err);
     break;

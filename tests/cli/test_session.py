@@ -14,8 +14,10 @@ import hashlib
 import json
 import os
 import re
+import resource
 import select
 import signal
+import socket
 import stat
 import struct
 import subprocess
@@ -598,6 +600,88 @@ class Session(WardenCase):
     def test_isolated_socket_through_pipes_is_spliced_and_exact(self):
         """--io isolated: socket to pipe and pipe to socket."""
         self.spliced_echo("isolated", ("3", "3"))
+
+    def relay_cpu(self, argv, stdin, stdout):
+        """Runs maelys-warden with these ends; its CPU seconds and its
+        status."""
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        p = subprocess.Popen(argv, stdin=stdin, stdout=stdout,
+                             stderr=subprocess.PIPE, env=self.env(),
+                             cwd=self.ws)
+        return p, before
+
+    def relay_end(self, p, r, before):
+        """Reads the pipe `r` to its end, waits for p (which must succeed):
+        what came out, and the CPU seconds spent since `before`."""
+        out = b""
+        while True:
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            out += chunk
+        os.close(r)
+        err = p.stderr.read()
+        p.stderr.close()
+        self.assertEqual(p.wait(timeout=EXPECT_S), 0, err)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return out, (after.ru_utime - before.ru_utime +
+                     after.ru_stime - before.ru_stime)
+
+    OOB_PAYLOAD = (
+        "import socket, time\n"
+        "s = socket.socket(fileno=3)\n"
+        "s.sendall(b'A')\n"
+        "s.send(b'B', socket.MSG_OOB)\n"
+        "s.sendall(b'C\\n')\n"
+        "time.sleep(%s)\n"
+        "s.sendall(b'after\\n')\n")
+
+    def test_isolated_socket_out_of_band_byte_neither_spins_nor_loses(self):
+        """The payload sends an out-of-band byte on its socket and then
+        waits: splice(2) makes no progress past it, and the relay must not
+        spin the CPU meanwhile (it did: one core for as long as the payload
+        lived) nor lose what follows. The byte itself is dropped, as a
+        plain read drops it."""
+        cpu = {}
+        for wait in ("0", "1.5"):
+            r, w = os.pipe()
+            p, before = self.relay_cpu(
+                self.run_args("--io", "isolated", "--", "python3", "-c",
+                              self.OOB_PAYLOAD % wait),
+                subprocess.DEVNULL, w)
+            os.close(w)
+            out, cpu[wait] = self.relay_end(p, r, before)
+            self.assertEqual(out, b"AC\nafter\n")
+        self.assertLess(cpu["1.5"] - cpu["0"], 0.75, cpu)
+
+    def test_tcp_stdin_with_urgent_data_is_not_spliced(self):
+        """A TCP stdin that carries urgent data: everything after the
+        urgent byte reaches the payload, without spinning (splice from TCP
+        stops at the urgent mark and then takes the peer's end for the end
+        of the data)."""
+        ls = socket.socket()
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(1)
+        c = socket.create_connection(ls.getsockname(), timeout=EXPECT_S)
+        s, _ = ls.accept()
+        ls.close()
+        r, w = os.pipe()
+        p, before = self.relay_cpu(
+            self.run_args("--io", "auto", "--allow-read", ARGS.fixture, "--",
+                          ARGS.fixture, "echo", "0", "1"), s.fileno(), w)
+        s.close()
+        os.close(w)
+        c.sendall(b"before\n")
+        time.sleep(0.2)
+        c.send(b"U", socket.MSG_OOB)
+        time.sleep(0.2)
+        c.sendall(b"after\n")
+        time.sleep(1.5)
+        c.shutdown(socket.SHUT_WR)
+        out, cpu = self.relay_end(p, r, before)
+        c.close()
+        self.assertEqual(out, b"before\nafter\n")
+        self.assertLess(cpu, 1.0)
 
     def test_isolated_socket_reader_gone_ends_the_payloads_writes(self):
         """Our stdout's reader goes away while the payload floods its

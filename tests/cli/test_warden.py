@@ -133,10 +133,14 @@ class Warden(WardenCase):
                written=int(time.time()) - 120)
         self.assertEqual(source(), "probed now")
         self.assertFalse(record()["confirmed"])
-        # A fresh record whose "confirmed" is not a boolean is not used.
-        record(confirmed="yes", written=int(time.time()))
-        self.assertEqual(source(), "probed now")
-        self.assertIs(record()["confirmed"], False)
+        # A fresh record whose "confirmed" is not a boolean is not used,
+        # and neither is one dated an hour ahead: neither confirms the probe
+        # that replaces it.
+        for bad in ({"confirmed": "yes", "written": int(time.time())},
+                    {"confirmed": True, "written": int(time.time()) + 3600}):
+            record(**bad)
+            self.assertEqual(source(), "probed now", bad)
+            self.assertIs(record()["confirmed"], False, bad)
 
     def test_describe_validates(self):
         forms = [["describe"], ["describe", "--summary"],
@@ -334,6 +338,41 @@ class Warden(WardenCase):
                 self.assertIn("network_none", bw["capabilities"], bw)
 
     # ------------------------------------------------------------ run
+
+    def test_launcher_killed_before_the_program_is_said(self):
+        """Something outside kills the sandbox's launcher before the program
+        started: the run fails saying so, with its own hint, instead of
+        exiting 137 in silence as though the program had been killed. The
+        kill races the launcher's start; a kill that lands once the program
+        runs is its death by SIGKILL (137), and the race is tried again."""
+        for attempt in range(10):
+            proc = subprocess.Popen(
+                [ARGS.warden] + self.run_args("--trace", "--", ARGS.fixture,
+                                              "exit", "0"),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, env=self.env(), cwd=self.ws)
+            seen = b""
+            for line in proc.stderr:
+                seen += line
+                m = re.search(rb"launcher pid (\d+)", line)
+                if m:
+                    try:
+                        os.kill(int(m.group(1)), signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    break
+            seen += proc.stderr.read()
+            proc.stderr.close()
+            rc = proc.wait(timeout=60)
+            if rc in (0, 137):
+                continue  # the program had started (or even ended) first
+            self.assertEqual(rc, 1, seen)
+            self.assertIn(b"the sandbox launcher was killed by signal 9 "
+                          b"(SIGKILL) before the payload started", seen)
+            self.assertIn(b"killed its launcher before the program started",
+                          seen)
+            return
+        self.fail("the kill never landed before the program started")
 
     def test_exit_status_classes(self):
         self.warden(*self.run_args("--", ARGS.fixture, "exit", "0"), check=0)
