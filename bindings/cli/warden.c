@@ -1099,6 +1099,17 @@ static void say_protection(const say_t* s, const launch_t* l) {
          l->policy.workspace);
 }
 
+/* The hint of a program that did not start, by what the status says. */
+static const char* not_started_hint(const char* message) {
+  if (strstr(message, "sandbox launcher was killed") != NULL)
+    return "Something outside the sandbox killed its launcher before the "
+           "program started (an out-of-memory kill, a signal to the process "
+           "group): run it again.";
+  return "Check that the program and what it needs are inside the sandbox "
+         "('maelys-warden plan --explain' with the same options shows what "
+         "is).";
+}
+
 int warden_run(const invocation_t* inv) {
   cli_error_t err = {0};
   err.command = "run";
@@ -1223,14 +1234,7 @@ int warden_run(const invocation_t* inv) {
     break;
   default:
     code = 1;
-    cli_fail(&err, "PROCESS_FAILED",
-             strstr(st.message, "sandbox launcher was killed") != NULL
-                 ? "Something outside the sandbox killed its launcher before "
-                   "the program started (an out-of-memory kill, a signal to "
-                   "the process group): run it again."
-                 : "Check that the program and what it needs are inside the "
-                   "sandbox ('maelys-warden plan --explain' with the same "
-                   "options shows what is).",
+    cli_fail(&err, "PROCESS_FAILED", not_started_hint(st.message),
              "the program did not start: %s: %s", st.step, st.message);
     cli_emit_failure(inv, &err);
     break;
