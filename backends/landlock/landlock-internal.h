@@ -164,4 +164,13 @@ void maelys__ll_lowered_dispose(maelys__ll_lowered_t* lowered);
 /* The character devices a DEV mount stands for (NULL-terminated). */
 extern const char* const maelys__ll_dev_files[];
 
+/* Why the probe's two runs did not prove PROCESS_TREE (heap), or NULL when
+ * they did: a cgroup to end the tree (`cgroup_dir`, or `cgroup_missing`
+ * says why there is none), signals scoped in run A's report, and both runs'
+ * stdout ended after their end (run A: the lifeline dropped; run B: a
+ * forced stop). A run B that never reached its marker tested nothing, and
+ * its own failure is the reason. */
+char* maelys__ll_tree_reason(const char* cgroup_dir, const char* cgroup_missing,
+                             const maelys_backend_probe_run_t runs[2]);
+
 #endif /* MAELYS_LANDLOCK_INTERNAL_H */

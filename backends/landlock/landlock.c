@@ -1420,6 +1420,34 @@ static char* run_probes(ll_state_t* st, maelys_backend_probe_run_t runs[2]) {
   return failure;
 }
 
+char* maelys__ll_tree_reason(const char* cgroup_dir, const char* cgroup_missing,
+                             const maelys_backend_probe_run_t runs[2]) {
+  /* Invariants 8 and 22: after the lifeline was dropped (run A) and after
+   * a forced stop (run B), stdout ended, so the descendant that
+   * double-forked into a session of its own was gone too. Only with a
+   * cgroup, whose cgroup.kill ends everything in it, and with signals
+   * scoped, so that the payload cannot kill its supervisor. */
+  if (cgroup_dir == NULL)
+    return maelys_backend_asprintf(
+        "%s; without a cgroup the supervisor ends the tree only while it "
+        "lives itself",
+        cgroup_missing ? cgroup_missing : "no cgroup");
+  if (!has_line(runs[0].output, "signal=errno:1"))
+    return maelys_backend_asprintf(
+        "the probe payload could signal its supervisor (signals not scoped)");
+  /* Run B never reached its marker (a loaded host timed it out): it tested
+   * no tree, and its own failure is the reason. */
+  if (!runs[1].marker_seen)
+    return run_failure(&runs[1]);
+  if (!runs[0].output_eof || runs[0].timed_out)
+    return maelys_backend_asprintf("a double-forked, setsid() descendant "
+                                   "outlived the host's lifeline in the probe");
+  if (!runs[1].output_eof || runs[1].timed_out)
+    return maelys_backend_asprintf("a double-forked, setsid() descendant "
+                                   "outlived a forced stop in the probe");
+  return NULL;
+}
+
 /* The capabilities run A and run B proved, and why the others are
  * missing. */
 static void probe_verdicts(const ll_state_t* st, maelys_backend_probe_t* probe,
@@ -1465,32 +1493,8 @@ static void probe_verdicts(const ll_state_t* st, maelys_backend_probe_t* probe,
           has_line(out, "caps=none") && !has_line(out, "uid=0") &&
               runs[0].root_uid > 0 && runs[0].root_has_caps == 0,
           "the probe payload ran as uid 0 or held a capability");
-  /* Invariants 8 and 22: after the lifeline was dropped (run A) and after
-   * a forced stop (run B), stdout ended, so the descendant that
-   * double-forked into a session of its own was gone too. Only with a
-   * cgroup, whose cgroup.kill ends everything in it, and with signals
-   * scoped, so that the payload cannot kill its supervisor. */
-  bool tree_a = runs[0].output_eof && !runs[0].timed_out;
-  bool tree_b = runs[1].marker_seen && runs[1].output_eof && !runs[1].timed_out;
   char* tree_why =
-      st->cgroup_dir == NULL
-          ? maelys_backend_asprintf(
-                "%s; without a cgroup the supervisor ends the tree only while "
-                "it lives itself",
-                st->cgroup_missing ? st->cgroup_missing : "no cgroup")
-      : !has_line(out, "signal=errno:1")
-          ? maelys_backend_asprintf("the probe payload could signal its "
-                                    "supervisor (signals not scoped)")
-      /* Run B never reached its marker (a loaded host timed it out):
-       * it tested no tree, and its own failure is the reason. */
-      : !runs[1].marker_seen ? run_failure(&runs[1])
-      : !tree_a              ? maelys_backend_asprintf(
-                                   "a double-forked, setsid() descendant outlived the "
-                                                "host's lifeline in the probe")
-      : !tree_b ? maelys_backend_asprintf(
-                      "a double-forked, setsid() descendant outlived a forced "
-                      "stop in the probe")
-                : NULL;
+      maelys__ll_tree_reason(st->cgroup_dir, st->cgroup_missing, runs);
   verdict(probe, &proved, MAELYS_BACKEND_CAP_PROCESS_TREE, tree_why == NULL,
           tree_why);
   free(tree_why);

@@ -711,8 +711,62 @@ static void test_refuse_kind_mismatch(void** state) {
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
+/* The process-tree verdict of the probe's two runs: proved only with a
+ * cgroup, scoped signals and both runs' stdout ended; a run B that never
+ * reached its marker (a loaded host timed it out) tested nothing, and says
+ * so rather than that a descendant outlived anything. */
+static void expect_reason(const maelys_backend_probe_run_t runs[2],
+                          const char* cgroup, const char* needle) {
+  char* why = maelys__ll_tree_reason(cgroup, "no writable cgroup", runs);
+  if (needle == NULL) {
+    if (why != NULL)
+      fail_msg("not proved: %s", why);
+    return;
+  }
+  if (why == NULL || strstr(why, needle) == NULL)
+    fail_msg("reason '%s' does not say '%s'", why ? why : "(proved)", needle);
+  if (strstr(needle, "outlived") == NULL && strstr(why, "outlived") != NULL)
+    fail_msg("reason '%s' blames a descendant", why);
+  free(why);
+}
+
+static void test_tree_reason(void** state) {
+  (void)state;
+  static char report[] = "caps=none\nsignal=errno:1\n";
+  maelys_backend_probe_run_t runs[2];
+  for (int i = 0; i < 2; i++) {
+    maelys_backend_probe_run_init(&runs[i], NULL, NULL);
+    runs[i].spawned = 1;
+    runs[i].marker_seen = 1;
+    runs[i].output_eof = 1;
+    runs[i].outcome = MAELYS_EXEC_OUTCOME_SIGNALED;
+    runs[i].term_signal = 9;
+  }
+  runs[0].output = report;
+  const char* cg = "/sys/fs/cgroup/maelys";
+  expect_reason(runs, cg, NULL);
+  expect_reason(runs, NULL, "no writable cgroup; without a cgroup");
+  runs[1].marker_seen = 0;
+  runs[1].timed_out = 1;
+  runs[1].output_eof = 0;
+  expect_reason(runs, cg, "ended without its report (timed out");
+  runs[1].marker_seen = 1;
+  expect_reason(runs, cg,
+                "double-forked, setsid() descendant outlived a "
+                "forced stop");
+  runs[1].timed_out = 0;
+  runs[1].output_eof = 1;
+  runs[0].output_eof = 0;
+  expect_reason(runs, cg, "outlived the host's lifeline");
+  runs[0].output_eof = 1;
+  static char unscoped[] = "caps=none\nsignal=ok\n";
+  runs[0].output = unscoped;
+  expect_reason(runs, cg, "signals not scoped");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_tree_reason),
       cmocka_unit_test(test_rights_by_abi),
       T(test_read_and_write_rules),
       T(test_binds_symlink_dir_dev),
