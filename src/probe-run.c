@@ -6,6 +6,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ typedef struct probe_ctx {
   bool err_eof;
   bool stopping;
   bool abandon;
+  int late_looks; /* deadlines deferred for output already pending */
   char buffer[4096];
 } probe_ctx_t;
 
@@ -150,8 +152,29 @@ static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
   }
 }
 
+/* Whether `s` has bytes or its end waiting to be read. */
+static bool input_pending(uv_stream_t* s, bool eof) {
+  int fd = -1;
+  if (s == NULL || eof || uv_fileno((uv_handle_t*)s, &fd) != 0)
+    return false;
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  return poll(&p, 1, 0) == 1;
+}
+
 static void on_timeout(uv_timer_t* t) {
   probe_ctx_t* ctx = t->data;
+  /* libuv runs expired timers before it polls. After a stall of this loop
+   * (a loaded host, an instrumented one: seen under valgrind in CI), the
+   * deadline can pass with the output's end already waiting, which would be
+   * taken for a tree that outlived its end. Output that is pending is read
+   * first: the deadline is looked at again after this turn's poll, a few
+   * times at most (a payload that keeps writing cannot defer it long). */
+  if (ctx->late_looks < 5 && (input_pending(ctx->out, ctx->out_eof) ||
+                              input_pending(ctx->err, ctx->err_eof))) {
+    ctx->late_looks++;
+    uv_timer_start(&ctx->timer, on_timeout, 10, 0);
+    return;
+  }
   if (ctx->run->timed_out) {
     /* Even the forced stop did not end it in time: give up waiting (the
      * execution is released and reaped in the background). */

@@ -617,6 +617,24 @@ static void liner_status_line(void* state, const char* line, size_t length,
       liner_seen.uniform[k] = false;
 }
 
+/* The launch of a wrapped image that is `/bin/sh -c script`, with the
+ * payload's stdio and the status channel at 3. */
+static maelys_executor_result_t shell_launch(maelys_backend_launch_t* launch,
+                                             const char* script,
+                                             char** out_error) {
+  const char* const argv[] = {"sh", "-c", script, NULL};
+  maelys_executor_result_t r =
+      maelys_backend_launch_set_image(launch, "/bin/sh", argv, NULL, out_error);
+  for (int fd = 0; fd < 3 && r == MAELYS_EXECUTOR_OK; fd++)
+    r = maelys_backend_launch_map_fd(launch, fd, MAELYS_BACKEND_FD_PAYLOAD, fd,
+                                     out_error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_backend_launch_map_fd(launch, 3, MAELYS_BACKEND_FD_STATUS, 0,
+                                     out_error);
+  maelys_backend_launch_set_flags(launch, MAELYS_BACKEND_LAUNCH_STATUS_CHANNEL);
+  return r;
+}
+
 static maelys_executor_result_t
 liner_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
               const maelys_execution_request_t* request,
@@ -628,18 +646,12 @@ liner_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
   /* "ab" arrives 50 ms before "cd": one line. Then lines of 1023 and 1024
    * bytes, one of 5000 (longer than one read), a short one, and "ef" with
    * no newline before the end of file. */
-  static const char script[] =
+  return shell_launch(
+      launch,
       "exec 1>&3; printf ab; sleep 0.05; printf 'cd\\n'; "
       "line() { head -c $1 /dev/zero | tr '\\0' $2; printf '\\n'; }; "
-      "line 1023 x; line 1024 y; line 5000 z; printf 'gh\\n'; printf ef";
-  static const char* const argv[] = {"sh", "-c", script, NULL};
-  maelys_executor_result_t r =
-      maelys_backend_launch_set_image(launch, "/bin/sh", argv, NULL, out_error);
-  if (r == MAELYS_EXECUTOR_OK)
-    r = maelys_backend_launch_map_fd(launch, 3, MAELYS_BACKEND_FD_STATUS, 0,
-                                     out_error);
-  maelys_backend_launch_set_flags(launch, MAELYS_BACKEND_LAUNCH_STATUS_CHANNEL);
-  return r;
+      "line 1023 x; line 1024 y; line 5000 z; printf 'gh\\n'; printf ef",
+      out_error);
 }
 
 static const maelys_backend_t liner = {
@@ -693,6 +705,74 @@ static void test_status_lines_whole_and_bounded(void** state) {
   assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* A probe whose loop stalls past the tree's deadline while the output's end
+ * is already waiting (a loaded or instrumented host): the end is read
+ * before the deadline is judged, so the tree is not taken for one that
+ * outlived its end. The stall is this backend's status callback, which
+ * sleeps through the 3 s deadline on the line the image writes after its
+ * marker; the image has exited by then. */
+static void staller_status_line(void* state, const char* line, size_t length,
+                                maelys_backend_event_t* out_event) {
+  (void)state;
+  (void)out_event;
+  if (length == 4 && memcmp(line, "slow", 4) == 0)
+    usleep(3500 * 1000);
+}
+
+static maelys_executor_result_t
+staller_prepare(void* state, uint64_t proved,
+                const maelys_executor_plan_t* plan,
+                const maelys_execution_request_t* request,
+                maelys_backend_launch_t* launch, char** out_error) {
+  (void)state;
+  (void)proved;
+  (void)plan;
+  (void)request;
+  return shell_launch(launch, "echo marker; sleep 0.2; echo slow >&3; exit 0",
+                      out_error);
+}
+
+static const maelys_backend_t staller = {
+    .abi_version = MAELYS_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(maelys_backend_t),
+    .name = "staller",
+    .create = old_create,
+    .probe = joiner_probe,
+    .prepare = staller_prepare,
+    .status_line = staller_status_line,
+};
+
+static void test_probe_stall_does_not_fake_a_survivor(void** state) {
+  (void)state;
+  maelys_executor_plan_t* plan = NULL;
+  maelys_execution_request_t* req = NULL;
+  plan_and_request("staller", 0, &plan, &req);
+  assert_int_equal(maelys_execution_request_set_io_mode(
+                       req, MAELYS_EXEC_IO_CAPTURED, -1, NULL),
+                   0);
+  maelys_backend_probe_run_t run;
+  maelys_backend_probe_run_init(&run, plan, req);
+  run.marker = "marker";
+  run.end_by_lifeline = 1; /* no lifeline here: the image ends by itself */
+  maelys_backend_probe_run_t* runs[] = {&run};
+  char* err = NULL;
+  if (maelys_backend_probe_run(&staller, NULL, MAELYS_BACKEND_CAP_ALL, runs, 1,
+                               &err) != MAELYS_EXECUTOR_OK)
+    fail_msg("probe run: %s", err);
+  if (!run.spawned)
+    fail_msg("not spawned: %s", run.spawn_error ? run.spawn_error : "");
+  if (!run.marker_seen)
+    fail_msg("no marker (outcome %d, message '%s', output '%s')",
+             (int)run.outcome, run.message, run.output ? run.output : "");
+  if (run.timed_out || !run.output_eof)
+    fail_msg("timed out %d, output ended %d: the stall was taken for a "
+             "survivor",
+             run.timed_out, run.output_eof);
+  maelys_backend_probe_run_dispose(&run);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_image_joins_cgroup_refusals),
@@ -702,6 +782,7 @@ int main(void) {
       cmocka_unit_test(test_probe_run_refusals),
       cmocka_unit_test(test_sdk_services),
       cmocka_unit_test(test_status_lines_whole_and_bounded),
+      cmocka_unit_test(test_probe_stall_does_not_fake_a_survivor),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
