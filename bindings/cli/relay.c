@@ -801,31 +801,27 @@ static void splice_pump(direction_t* d) {
 }
 
 /* Whether `from` and `to` can be relayed by splice(2): pipes, regular files
- * or stream sockets, at least one of them a pipe (what splice needs), and a
- * socket only with a pipe (a socket and a file would need a pipe between
- * them). A terminal or a character device is relayed as before. */
+ * or unix stream sockets, at least one of them a pipe (what splice needs),
+ * and a socket only with a pipe (a socket and a file would need a pipe
+ * between them). A terminal or a character device is relayed as before,
+ * and so is a TCP socket: its splice stops at urgent data and then takes
+ * the peer's end for the end of the stream, dropping what follows. */
 static bool splice_pair(int from, int to) {
   struct stat a, b;
   if (fstat(from, &a) != 0 || fstat(to, &b) != 0)
     return false;
-  bool ok_a = S_ISFIFO(a.st_mode) || S_ISREG(a.st_mode) || S_ISSOCK(a.st_mode);
-  bool ok_b = S_ISFIFO(b.st_mode) || S_ISREG(b.st_mode) || S_ISSOCK(b.st_mode);
   if (S_ISSOCK(a.st_mode) || S_ISSOCK(b.st_mode)) {
-    /* Unix stream sockets only. A TCP socket's splice stops at urgent
-     * data and then takes the peer's end for the end of the stream,
-     * dropping what follows the urgent byte. */
     int type = 0, domain = 0;
     socklen_t len = sizeof type, dlen = sizeof domain;
     int sock = S_ISSOCK(a.st_mode) ? from : to;
-    if (getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
-        type != SOCK_STREAM ||
-        getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &dlen) != 0 ||
-        domain != AF_UNIX)
-      return false;
-    return S_ISFIFO(a.st_mode) || S_ISFIFO(b.st_mode)
-               ? !(S_ISSOCK(a.st_mode) && S_ISSOCK(b.st_mode))
-               : false;
+    return (S_ISFIFO(a.st_mode) || S_ISFIFO(b.st_mode)) &&
+           getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
+           type == SOCK_STREAM &&
+           getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &dlen) == 0 &&
+           domain == AF_UNIX;
   }
+  bool ok_a = S_ISFIFO(a.st_mode) || S_ISREG(a.st_mode);
+  bool ok_b = S_ISFIFO(b.st_mode) || S_ISREG(b.st_mode);
   return ok_a && ok_b && (S_ISFIFO(a.st_mode) || S_ISFIFO(b.st_mode));
 }
 
