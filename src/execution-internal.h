@@ -62,6 +62,12 @@
 #include "proc.h"
 #include "tty-relay.h"
 
+/* execution-userdb.c: the user-database service of a launch. Answers the
+ * questions the image asks on `fd` (consumed) from a thread of its own,
+ * until the image closes its end: 0, or a negative errno (then the
+ * descriptor is closed, and the image reads end-of-file). */
+int maelys__userdb_start(int fd);
+
 typedef struct waiter {
   maelys_execution_wait_cb cb;
   void* data;

@@ -350,6 +350,7 @@ typedef struct spawn {
   int status_pipe[2];
   int lifeline[2];
   int cgroup_procs;       /* MAELYS_BACKEND_FD_CGROUP, when the image joins */
+  int userdb[2];          /* MAELYS_BACKEND_FD_USERDB: [0] ours, [1] its */
   maelys__proc_fd_t* fds; /* the launched image's descriptors */
   size_t fd_count;
   maelys__proc_rlimit_t rlimits[MAELYS__RLIMIT_COUNT];
@@ -363,6 +364,7 @@ static void spawn_init(spawn_t* s) {
   maelys__executor_launch_init(&s->launch, 0);
   s->status_pipe[0] = s->status_pipe[1] = -1;
   s->lifeline[0] = s->lifeline[1] = -1;
+  s->userdb[0] = s->userdb[1] = -1;
   s->cgroup_procs = -1;
 }
 
@@ -377,6 +379,7 @@ static void spawn_dispose(spawn_t* s) {
   for (int i = 0; i < 2; i++) {
     close_fd(&s->status_pipe[i]);
     close_fd(&s->lifeline[i]);
+    close_fd(&s->userdb[i]);
   }
   close_fd(&s->cgroup_procs);
   maelys__executor_launch_dispose(&s->launch);
@@ -516,6 +519,11 @@ spawn_descriptors(maelys_execution_t* e, spawn_t* s, char** out_error) {
       pipe2(s->lifeline, O_CLOEXEC) != 0)
     return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
                                  "creating the lifeline: %s", strerror(errno));
+  if (maelys__launch_maps(&s->launch, MAELYS_BACKEND_FD_USERDB) &&
+      socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s->userdb) != 0)
+    return maelys__executor_fail(out_error, MAELYS_EXECUTOR_ERR_IO,
+                                 "creating the user-database socket: %s",
+                                 strerror(errno));
   size_t capacity = s->launch.map_count > s->layout.count ? s->launch.map_count
                                                           : s->layout.count;
   s->fds = calloc(capacity + 1, sizeof *s->fds);
@@ -524,7 +532,8 @@ spawn_descriptors(maelys_execution_t* e, spawn_t* s, char** out_error) {
                                  "out of memory");
   maelys__fd_sources_t sources = {
       s->layout.fds,  s->layout.count,          s->status_pipe[1],
-      s->lifeline[0], s->layout.terminal_child, s->cgroup_procs};
+      s->lifeline[0], s->layout.terminal_child, s->cgroup_procs,
+      s->userdb[1]};
   return maelys__launch_resolve_fds(&s->launch, &sources,
                                     e->backend->vtable->name, s->fds, capacity,
                                     &s->fd_count, out_error);
@@ -623,6 +632,11 @@ static void spawn_adopt(maelys_execution_t* e, spawn_t* s,
                         maelys_execution_request_t* request) {
   e->lifeline_fd = s->lifeline[1];
   s->lifeline[1] = -1;
+  if (s->userdb[0] >= 0) {
+    /* An image that cannot be answered reads end-of-file and refuses. */
+    (void)maelys__userdb_start(s->userdb[0]);
+    s->userdb[0] = -1;
+  }
   e->status_fd = s->status_pipe[0];
   s->status_pipe[0] = -1;
   if (e->status_fd >= 0)

@@ -239,6 +239,7 @@ typedef struct maelys__fd_sources {
   int lifeline_fd;
   int terminal_fd; /* the rendezvous' child end (MAELYS_EXEC_IO_TTY) */
   int cgroup_fd;   /* the memory cgroup's cgroup.procs, open for writing */
+  int userdb_fd;   /* the user-database socket's child end */
 } maelys__fd_sources_t;
 
 /* Whether the launch maps a child descriptor from `source`. */

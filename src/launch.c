@@ -140,6 +140,7 @@ maelys_backend_launch_map_fd(maelys_backend_launch_t* launch, int child_fd,
   case MAELYS_BACKEND_FD_LIFELINE:
   case MAELYS_BACKEND_FD_TERMINAL:
   case MAELYS_BACKEND_FD_CGROUP:
+  case MAELYS_BACKEND_FD_USERDB:
     break;
   case MAELYS_BACKEND_FD_EXTRA:
     if (value < 0 || (size_t)value >= launch->extra_count)
@@ -290,6 +291,8 @@ static int map_source(const maelys_backend_launch_t* launch,
     return src->terminal_fd;
   case MAELYS_BACKEND_FD_CGROUP:
     return src->cgroup_fd;
+  case MAELYS_BACKEND_FD_USERDB:
+    return src->userdb_fd;
   case MAELYS_BACKEND_FD_EXTRA:
     return m->value >= 0 && (size_t)m->value < launch->extra_count
                ? launch->extra_fds[m->value]

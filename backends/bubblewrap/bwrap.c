@@ -729,16 +729,22 @@ typedef enum launcher_fd {
   /* The memory cgroup's cgroup.procs, when the plan sets a memory ceiling:
    * the launcher joins the cgroup itself (MAELYS_BACKEND_FD_CGROUP). */
   LAUNCHER_CGROUP,
+  /* For a host running as uid 0, the host's user-database service
+   * (MAELYS_BACKEND_FD_USERDB): the launcher asks it whether an identity
+   * is someone's instead of starting getent twice per launch. */
+  LAUNCHER_USERDB,
   /* In a terminal session (MAELYS_EXEC_IO_TTY) the terminal rendezvous, then
    * the lowering's descriptors, in its order; without one they start here. */
   LAUNCHER_TERMINAL
 } launcher_fd_t;
 
 /* The launcher's arguments for a host running as uid 0: the identity (the
- * request's own or one of the range), its lock and the binds to stage. */
+ * request's own or one of the range), its lock, the host's user-database
+ * service at `userdb_fd` and the binds to stage. */
 static void push_identity_args(argv_builder_t* a, const bwrap_state_t* st,
                                const maelys_execution_request_t* request,
-                               const maelys__bwrap_lowered_t* low) {
+                               const maelys__bwrap_lowered_t* low,
+                               int userdb_fd) {
   uint32_t fixed_uid = 0, fixed_gid = 0;
   bool fixed =
       maelys_execution_request_identity(request, &fixed_uid, &fixed_gid) == 0;
@@ -751,6 +757,8 @@ static void push_identity_args(argv_builder_t* a, const bwrap_state_t* st,
   }
   push(a, "--identity-lock");
   pushf(a, "%s/" IDENTITY_LOCK_FILE, st->staging_dir);
+  push(a, "--userdb-fd");
+  pushf(a, "%d", userdb_fd);
   if (low->stage_count > 0) {
     push(a, "--staging-dir");
     push(a, st->staging_dir);
@@ -770,7 +778,7 @@ static void push_identity_args(argv_builder_t* a, const bwrap_state_t* st,
  * replaced by the status channel, then the launcher's own (launcher_fd_t). */
 static maelys_executor_result_t
 map_launcher_fds(maelys_backend_launch_t* launch, int limit, bool tty,
-                 bool cgroup, char** out_error) {
+                 bool cgroup, bool userdb, char** out_error) {
   maelys_executor_result_t r = MAELYS_EXECUTOR_OK;
   for (int c = 0; c < limit && r == MAELYS_EXECUTOR_OK; c++) {
     if (c == 2)
@@ -797,6 +805,9 @@ map_launcher_fds(maelys_backend_launch_t* launch, int limit, bool tty,
   if (r == MAELYS_EXECUTOR_OK && cgroup)
     r = maelys_backend_launch_map_fd(launch, limit + LAUNCHER_CGROUP,
                                      MAELYS_BACKEND_FD_CGROUP, 0, out_error);
+  if (r == MAELYS_EXECUTOR_OK && userdb)
+    r = maelys_backend_launch_map_fd(launch, limit + LAUNCHER_USERDB,
+                                     MAELYS_BACKEND_FD_USERDB, 0, out_error);
   return r;
 }
 
@@ -817,6 +828,18 @@ static int seccomp_memfd(bwrap_state_t* st, bool deny_net, char** out_error) {
   return fd;
 }
 
+/* What no writable bind may cover (invariant 18): every object on the paths
+ * of bwrap and of the helper, into `out`; their count. */
+static size_t protected_programs(const bwrap_state_t* st,
+                                 maelys__bwrap_devino_t* out) {
+  size_t n = 0;
+  for (size_t i = 0; i < st->bwrap.chain_len; i++)
+    out[n++] = st->bwrap.chain[i];
+  for (size_t i = 0; i < st->helper.chain_len; i++)
+    out[n++] = st->helper.chain[i];
+  return n;
+}
+
 static maelys_executor_result_t
 bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
               const maelys_execution_request_t* request,
@@ -835,11 +858,7 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
   if (r != MAELYS_EXECUTOR_OK)
     return r;
   maelys__bwrap_devino_t protected_ids[2 * MAELYS__BWRAP_CHAIN_MAX];
-  size_t protected_count = 0;
-  for (size_t i = 0; i < st->bwrap.chain_len; i++)
-    protected_ids[protected_count++] = st->bwrap.chain[i];
-  for (size_t i = 0; i < st->helper.chain_len; i++)
-    protected_ids[protected_count++] = st->helper.chain[i];
+  size_t protected_count = protected_programs(st, protected_ids);
   const bool tty =
       maelys_execution_request_io_mode(request) == MAELYS_EXEC_IO_TTY;
   /* The core makes a memory cgroup exactly when the plan sets a ceiling
@@ -949,7 +968,8 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
       goto out;
   }
   if (r == MAELYS_EXECUTOR_OK)
-    r = map_launcher_fds(launch, limit, tty, memory_cgroup, out_error);
+    r = map_launcher_fds(launch, limit, tty, memory_cgroup, st->host_root,
+                         out_error);
   if (r != MAELYS_EXECUTOR_OK)
     goto out;
 
@@ -973,7 +993,7 @@ bwrap_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
     pushf(&a, "%d", limit + LAUNCHER_CGROUP);
   }
   if (st->host_root)
-    push_identity_args(&a, st, request, &low);
+    push_identity_args(&a, st, request, &low, limit + LAUNCHER_USERDB);
   push(&a, "--");
   push(&a, "bwrap");
   push(&a, "--args");

@@ -31,7 +31,10 @@
 extern "C" {
 #endif
 
-/* ABI 7: the image may join the execution's memory cgroup itself
+/* ABI 8: the user-database service (MAELYS_BACKEND_FD_USERDB): a launcher
+ * that cannot ask the user and group databases itself asks the host process;
+ * the vtable is unchanged.
+ * ABI 7: the image may join the execution's memory cgroup itself
  * (MAELYS_BACKEND_LAUNCH_IMAGE_JOINS_CGROUP, MAELYS_BACKEND_FD_CGROUP); the
  * vtable is unchanged, and without the flag the core's child joins it, as
  * before.
@@ -51,7 +54,7 @@ extern "C" {
  * ABI 2: the lifeline descriptor, pid-namespace launches, the execution's
  * memory cgroup, images executed from a descriptor and the identity event;
  * every addition is at the end of its enum, flag set or struct. */
-#define MAELYS_BACKEND_ABI_VERSION 7
+#define MAELYS_BACKEND_ABI_VERSION 8
 
 #if defined(__GNUC__)
 #define MAELYS_BACKEND_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -295,7 +298,19 @@ typedef enum maelys_backend_fd_source {
    * core creates that cgroup (the plan sets a memory ceiling and the launch
    * asks for MAELYS_BACKEND_LAUNCH_MEMORY_CGROUP): mapping it otherwise fails
    * the spawn (ABI 7). */
-  MAELYS_BACKEND_FD_CGROUP = 6
+  MAELYS_BACKEND_FD_CGROUP = 6,
+  /* One end of a unix stream socket on which the image asks the host
+   * process's user and group databases (NSS) whether an id is someone's,
+   * one question at a time: it writes "UID GID\n" (decimal) and reads one
+   * line: "user\n" when UID names a user, "group\n" when GID names a group
+   * (and UID no user), "none\n" when neither, "error ERRNO\n" when a
+   * database could not answer. The core answers on libuv's thread pool,
+   * never on the loop's thread, for as long as the image runs; a malformed
+   * question ends the conversation (end-of-file), and so does the host
+   * process's death. For a launcher that cannot load NSS modules itself (a
+   * static one) and must know that a host identity it takes is nobody's
+   * (ABI 8). */
+  MAELYS_BACKEND_FD_USERDB = 7
 } maelys_backend_fd_source_t;
 
 /* Launch flags. */

@@ -14,6 +14,7 @@ import re
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -338,6 +339,52 @@ class Warden(WardenCase):
                 self.assertIn("network_none", bw["capabilities"], bw)
 
     # ------------------------------------------------------------ run
+
+    def test_identity_without_the_hosts_answer_is_refused(self):
+        """The launcher asks the host process's user and group databases
+        (MAELYS_BACKEND_FD_USERDB) whether the identity it takes is
+        someone's. A host that hung up, or a malformed answer, is no
+        answer: the launcher refuses before anything of the sandbox starts,
+        saying so (invariant 20, fail closed)."""
+        if os.getuid() != 0:
+            self.skipTest("host identities are taken by launches started by "
+                          "root only; this run is uid %d" % os.getuid())
+        helper = os.path.join(os.path.dirname(ARGS.warden),
+                              "maelys-executor-helper")
+        lock = os.path.join(self.tmp, "identities.lock")
+        for reply in (None, b"maybe\n"):
+            host, image = socket.socketpair()
+            if reply is None:
+                host.close()
+            life_r, life_w = os.pipe()
+            json_r, json_w = os.pipe()
+            bwrap = os.open(shutil.which("bwrap") or "/usr/bin/bwrap",
+                            os.O_RDONLY)
+            fds = {3: image.fileno(), 4: life_r, 5: json_w, 6: bwrap}
+
+            def place():
+                high = {c: os.dup2(fd, 100 + c) for c, fd in fds.items()}
+                for child, fd in high.items():
+                    os.dup2(fd, child)
+            proc = subprocess.Popen(
+                [helper, "launch", "--lifeline-fd", "4", "--json-fd", "5",
+                 "--exec-fd", "6", "--identity-range", "1879500000:16",
+                 "--identity-lock", lock, "--userdb-fd", "3", "--",
+                 "bwrap", "--", "/bin/true"],
+                preexec_fn=place, pass_fds=tuple(fds), stderr=subprocess.PIPE)
+            for fd in (life_r, json_r, json_w, bwrap):
+                os.close(fd)
+            image.close()
+            if reply is not None:
+                self.assertRegex(host.recv(64), rb"^\d+ \d+\n$")
+                host.sendall(reply)
+            _, err = proc.communicate(timeout=60)
+            os.close(life_w)
+            if reply is not None:
+                host.close()
+            self.assertEqual(proc.returncode, 127, err)
+            self.assertIn(b"ask the host's user and group databases", err)
+            self.assertNotIn(b"maelys-launch identity", err)
 
     def test_launcher_killed_before_the_program_is_said(self):
         """Something outside kills the sandbox's launcher before the program

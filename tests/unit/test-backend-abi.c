@@ -7,6 +7,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -17,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -773,6 +777,127 @@ static void test_probe_stall_does_not_fake_a_survivor(void** state) {
   maelys_executor_plan_destroy(plan);
 }
 
+/* The user-database service (ABI 8): an image that maps
+ * MAELYS_BACKEND_FD_USERDB asks, one question at a time, whether a uid names
+ * a user or a gid a group, and the host answers from its own databases --
+ * without the loop turning (the image's questions are answered while the
+ * test waits outside it). A malformed question, and one longer than any
+ * question, end the conversation: the image reads end-of-file. Each answer
+ * comes back on the status channel as "A:answer". */
+#define ASKER_MAX 8
+static struct {
+  size_t count;
+  char line[ASKER_MAX][64];
+} asker_seen;
+static const char* asker_script;
+
+static void asker_status_line(void* state, const char* line, size_t length,
+                              maelys_backend_event_t* out_event) {
+  (void)state;
+  (void)out_event;
+  if (asker_seen.count < ASKER_MAX && length < 64) {
+    memcpy(asker_seen.line[asker_seen.count], line, length);
+    asker_seen.line[asker_seen.count++][length] = '\0';
+  }
+}
+
+static maelys_executor_result_t
+asker_prepare(void* state, uint64_t proved, const maelys_executor_plan_t* plan,
+              const maelys_execution_request_t* request,
+              maelys_backend_launch_t* launch, char** out_error) {
+  (void)state;
+  (void)proved;
+  (void)plan;
+  (void)request;
+  maelys_executor_result_t r = shell_launch(launch, asker_script, out_error);
+  if (r == MAELYS_EXECUTOR_OK)
+    r = maelys_backend_launch_map_fd(launch, 5, MAELYS_BACKEND_FD_USERDB, 0,
+                                     out_error);
+  return r;
+}
+
+static const maelys_backend_t asker = {
+    .abi_version = MAELYS_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(maelys_backend_t),
+    .name = "asker",
+    .create = old_create,
+    .probe = joiner_probe,
+    .prepare = asker_prepare,
+    .status_line = asker_status_line,
+};
+
+/* Runs the asker with `script` to its end: what it reported. */
+static void run_asker(const char* script) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  maelys_executor_t* ex = NULL;
+  assert_int_equal(maelys_executor_create(&loop, &ex, NULL), 0);
+  assert_int_equal(maelys_executor_register_backend(ex, &asker, NULL, NULL), 0);
+  maelys_executor_plan_t* plan = NULL;
+  maelys_execution_request_t* req = NULL;
+  plan_and_request("asker", 0, &plan, &req);
+  memset(&asker_seen, 0, sizeof asker_seen);
+  asker_script = script;
+  maelys_execution_t* e = NULL;
+  char* err = NULL;
+  if (maelys_execution_spawn(ex, plan, req, &e, &err) != MAELYS_EXECUTOR_OK)
+    fail_msg("spawn: %s", err);
+  /* The answers do not wait for the loop: the image finishes its
+   * questions while the loop stands still. */
+  int pidfd = (int)syscall(SYS_pidfd_open, maelys_execution_pid(e), 0);
+  assert_true(pidfd >= 0);
+  struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+  assert_int_equal(poll(&pfd, 1, 20000), 1);
+  close(pidfd);
+  bool done = false;
+  assert_int_equal(maelys_execution_wait(e, liner_done, &done, NULL), 0);
+  while (!done)
+    uv_run(&loop, UV_RUN_ONCE);
+  maelys_execution_request_destroy(req);
+  maelys_executor_plan_destroy(plan);
+  assert_int_equal(maelys_executor_destroy(ex, NULL), 0);
+  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void expect_answers(const char* const* want, size_t count) {
+  for (size_t i = 0; i < count && i < asker_seen.count; i++)
+    if (strcmp(asker_seen.line[i], want[i]) != 0)
+      fail_msg("answer %zu: '%s', expected '%s'", i, asker_seen.line[i],
+               want[i]);
+  if (asker_seen.count != count)
+    fail_msg("%zu answers, expected %zu", asker_seen.count, count);
+}
+
+static void test_userdb_service_answers(void** state) {
+  (void)state;
+  /* An id no database names: above every range a system gives out. */
+  const uint32_t nobody_id = 4000000001u;
+  if (getpwuid(nobody_id) != NULL || getgrgid(nobody_id) != NULL ||
+      getpwuid(nobody_id - 1) != NULL || getpwuid(0) == NULL ||
+      getgrgid(0) == NULL)
+    fail_msg("this host's databases name ids the test takes as unused, or "
+             "lack root");
+  run_asker("ask() { printf '%s\\n' \"$1\" >&5; "
+            "if IFS= read -r a <&5; then echo \"A:$a\" >&3; "
+            "else echo A:EOF >&3; fi; }; "
+            "ask '0 0'; ask '4000000000 0'; ask '4000000001 4000000001'; "
+            "ask '4000000001 4000000001'; ask 'x y'");
+  static const char* const answers[] = {"A:user", "A:group", "A:none", "A:none",
+                                        "A:EOF"};
+  expect_answers(answers, 5);
+  /* Past any question's length without a newline; then past 32 bits. */
+  run_asker("head -c 40 /dev/zero | tr '\\0' 1 >&5; "
+            "if IFS= read -r a <&5; then echo \"A:$a\" >&3; "
+            "else echo A:EOF >&3; fi");
+  static const char* const overlong[] = {"A:EOF"};
+  expect_answers(overlong, 1);
+  run_asker("printf '4294967296 0\\n' >&5; "
+            "if IFS= read -r a <&5; then echo \"A:$a\" >&3; "
+            "else echo A:EOF >&3; fi");
+  expect_answers(overlong, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_image_joins_cgroup_refusals),
@@ -783,6 +908,7 @@ int main(void) {
       cmocka_unit_test(test_sdk_services),
       cmocka_unit_test(test_status_lines_whole_and_bounded),
       cmocka_unit_test(test_probe_stall_does_not_fake_a_survivor),
+      cmocka_unit_test(test_userdb_service_answers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

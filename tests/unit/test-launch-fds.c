@@ -25,7 +25,7 @@ static const maelys__proc_fd_t payload[] = {
     {0, 10}, {1, 11}, {2, 11}, {3, 12}, {4, 13}};
 
 static maelys__fd_sources_t sources(int status_fd, int lifeline_fd) {
-  return (maelys__fd_sources_t){payload, 5, status_fd, lifeline_fd, -1, -1};
+  return (maelys__fd_sources_t){payload, 5, status_fd, lifeline_fd, -1, -1, -1};
 }
 
 static int source_of(const maelys__proc_fd_t* fds, size_t n, int child) {
@@ -124,7 +124,7 @@ static void test_unresolvable_entries_refused(void** state) {
   assert_int_equal(maelys_backend_launch_map_fd(
                        &launch, 3, MAELYS_BACKEND_FD_PAYLOAD, 3, NULL),
                    0);
-  maelys__fd_sources_t captured = {payload, 3, -1, -1, -1, -1};
+  maelys__fd_sources_t captured = {payload, 3, -1, -1, -1, -1, -1};
   expect_refused(&launch, captured,
                  "backend 'example' maps child fd 3 to a descriptor");
   maelys__executor_launch_dispose(&launch);

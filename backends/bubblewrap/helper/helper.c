@@ -35,7 +35,7 @@
  *   helper launch --lifeline-fd F --json-fd J --exec-fd X
  *                 [--notify-fd L --notify-peer-fd P] [--cgroup-fd C]
  *                 [--identity UID:GID | --identity-range FIRST:COUNT]
- *                 [--identity-lock PATH] [--staging-dir DIR]
+ *                 [--identity-lock PATH] [--userdb-fd U] [--staging-dir DIR]
  *                 [--stage INDEX SOURCE DEV INO d|f]... -- BWRAP ARGV...
  *
  * The launcher. The core starts it as pid 1 of a pid namespace of its own
@@ -58,7 +58,9 @@
  * in PATH, held while this launcher lives; the kernel's own count of the
  * uid's processes, which covers sandboxes whose launcher just died; and
  * every process's ids, every user namespace's mapping and the user and
- * group databases, see identity_conflict). Then,
+ * group databases, see identity_conflict; with U, the databases are asked
+ * through the host process's service on that socket, else through
+ * getent(1)). Then,
  * in a private mount namespace, it mounts a small tmpfs on DIR and attaches
  * there, as DIR/INDEX, a clone of each SOURCE idmapped so that the source's
  * owner appears as that identity, after checking that SOURCE, resolved again
@@ -772,6 +774,61 @@ static pid_t nss_ask(const char* db, unsigned long long id) {
   return pid < 0 ? -e : pid;
 }
 
+/* The host process's user-database service (--userdb-fd, see
+ * MAELYS_BACKEND_FD_USERDB in backend.h), or -1, when getent is asked. The
+ * host answers from its own databases: it is dynamically linked and loads
+ * the NSS modules once, where each getent was a program's start (15% of a
+ * root launch's CPU, two of them per launch). */
+static int userdb_fd = -1;
+
+/* Asks the host whether uid names a user or gid a group: 0, or a negative
+ * errno. */
+static int userdb_ask(uid_t uid, gid_t gid) {
+  char q[48];
+  int n = snprintf(q, sizeof q, "%u %u\n", (unsigned)uid, (unsigned)gid);
+  ssize_t w;
+  do
+    w = send(userdb_fd, q, (size_t)n, MSG_NOSIGNAL);
+  while (w < 0 && errno == EINTR);
+  return w == n ? 0 : w < 0 ? -errno : -EIO;
+}
+
+/* The host's answer to the question userdb_ask sent (`sent`, what it
+ * returned): 'u' (uid names a user), 'g' (gid names a group), 0 (neither),
+ * or a negative errno: the database's own error, -ECONNRESET or -EPIPE when
+ * the host hung up (a malformed question, or the host is gone), -EBADMSG for
+ * an answer that is none of these. One question is in flight at a time, so a
+ * read never takes more than its answer. */
+static int userdb_answer(int sent) {
+  if (sent < 0)
+    return sent;
+  char line[32];
+  size_t len = 0;
+  while (len == 0 || line[len - 1] != '\n') {
+    if (len + 1 >= sizeof line)
+      return -EBADMSG;
+    ssize_t r = read(userdb_fd, line + len, sizeof line - 1 - len);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      return -errno;
+    if (r == 0)
+      return -ECONNRESET;
+    len += (size_t)r;
+  }
+  line[len] = '\0';
+  int err = 0;
+  if (strcmp(line, "user\n") == 0)
+    return 'u';
+  if (strcmp(line, "group\n") == 0)
+    return 'g';
+  if (strcmp(line, "none\n") == 0)
+    return 0;
+  if (sscanf(line, "error %d\n", &err) == 1)
+    return err > 0 ? -err : -EIO;
+  return -EBADMSG;
+}
+
 /* The answer of the getent that nss_ask started (`pid`, or the negative
  * errno it returned): 1, 0, or a negative errno. */
 static int nss_answer(pid_t pid) {
@@ -918,9 +975,12 @@ static int identity_conflict(uid_t uid, gid_t gid, char* why, size_t size,
    * someone's, whether or not a process has it now. Both are asked first
    * and answer while /proc is read: each getent is a program's start
    * (about 6 ms on a 2-core VM), and the two one after the other were a
-   * third of a launch's own time. */
-  pid_t ask_passwd = nss_ask("passwd", uid);
-  pid_t ask_group = nss_ask("group", gid);
+   * third of a launch's own time. The host's service, when there is one,
+   * is asked instead, and answers meanwhile too. */
+  bool host = userdb_fd >= 0;
+  int sent = host ? userdb_ask(uid, gid) : 0;
+  pid_t ask_passwd = host ? -ENOENT : nss_ask("passwd", uid);
+  pid_t ask_group = host ? -ENOENT : nss_ask("group", gid);
   int found = proc_conflict(uid, gid, why, size, span);
   if (found != 0) {
     /* Refused (or unreadable) already: the questions are withdrawn. */
@@ -929,8 +989,13 @@ static int identity_conflict(uid_t uid, gid_t gid, char* why, size_t size,
     if (ask_group > 0)
       kill(ask_group, SIGKILL);
   }
-  int known = nss_answer(ask_passwd);
-  int group = nss_answer(ask_group);
+  /* The host's answer is read even then: the next question's answer must
+   * not be taken for this one's. */
+  int answer = host ? userdb_answer(sent) : 0;
+  int known =
+      host ? (answer < 0 ? answer : answer == 'u') : nss_answer(ask_passwd);
+  int group =
+      host ? (answer < 0 ? answer : answer == 'g') : nss_answer(ask_group);
   if (found != 0)
     return found;
   if (known == 1)
@@ -1273,11 +1338,21 @@ static int become_identity(const char* lock_path, bool fixed,
   char why[512], what[600];
   int r = take_identity(lock_fd, id_a, fixed ? id_b : id_a, fixed ? 1 : id_b,
                         uid, gid, why, sizeof why);
+  if (userdb_fd >= 0) {
+    /* Nothing more to ask (the host's thread ends), and nothing started
+     * from here on may inherit it. */
+    close(userdb_fd);
+    userdb_fd = -1;
+  }
   snprintf(what, sizeof what, fixed ? "%s" : "(the last one refused: %s)", why);
   if (r == -EBUSY)
     return launch_fail(fixed ? "the requested identity is in use:"
                              : "every identity of the range is in use",
                        what, EBUSY);
+  if (r == -ECONNRESET || r == -EPIPE || r == -EBADMSG)
+    return launch_fail("ask the host's user and group databases about the "
+                       "identity",
+                       NULL, -r);
   if (r != 0)
     return launch_fail("take a host identity", NULL, -r);
   fprintf(stderr, "maelys-launch identity %u %u\n", (unsigned)*uid,
@@ -1393,6 +1468,12 @@ static int bwrap_child(void* arg) {
   return child_fail("execute bwrap", c->argv[0], errno);
 }
 
+/* Whether the host is gone already: its lifeline `fd` hung up. */
+static bool host_gone(int fd) {
+  struct pollfd host = {.fd = fd, .events = POLLIN};
+  return poll(&host, 1, 0) < 0 || (host.revents & (POLLHUP | POLLERR)) != 0;
+}
+
 static int launch_main(int argc, char** argv) {
   int lifeline = -1, json_fd = -1, exec_fd = -1;
   int notify_fd = -1, notify_peer_fd = -1, cgroup_fd = -1;
@@ -1427,8 +1508,9 @@ static int launch_main(int argc, char** argv) {
     } else if (strcmp(a, "--notify-peer-fd") == 0) {
       if (parse_int(argv[++i], &notify_peer_fd) != 0)
         goto usage;
-    } else if (strcmp(a, "--cgroup-fd") == 0) {
-      if (parse_int(argv[++i], &cgroup_fd) != 0 || cgroup_fd < 3)
+    } else if (strcmp(a, "--cgroup-fd") == 0 || strcmp(a, "--userdb-fd") == 0) {
+      int* fd = a[2] == 'c' ? &cgroup_fd : &userdb_fd;
+      if (parse_int(argv[++i], fd) != 0 || *fd < 3)
         goto usage;
     } else if (strcmp(a, "--identity") == 0) {
       if (parse_pair(argv[++i], &id_a, &id_b) != 0 || id_a == 0 || id_b == 0 ||
@@ -1461,7 +1543,8 @@ static int launch_main(int argc, char** argv) {
       (fixed && ranged) || ((fixed || ranged) && lock_path == NULL) ||
       (stage_count > 0 && (staging_dir == NULL || !(fixed || ranged))) ||
       (notify_fd >= 0) != (notify_peer_fd >= 0) ||
-      (notify_fd >= 0 && (notify_fd < 3 || notify_peer_fd < 3)))
+      (notify_fd >= 0 && (notify_fd < 3 || notify_peer_fd < 3)) ||
+      (userdb_fd >= 0 && !(fixed || ranged)))
     goto usage;
 
   /* Signals first: as the namespace's pid 1 this process receives from the
@@ -1488,9 +1571,7 @@ static int launch_main(int argc, char** argv) {
   fcntl(exec_fd, F_SETFD, FD_CLOEXEC);
   if (notify_fd >= 0)
     fcntl(notify_fd, F_SETFD, FD_CLOEXEC); /* the peer goes on to bwrap */
-  /* The host may already be gone. */
-  struct pollfd host = {.fd = lifeline, .events = POLLIN};
-  if (poll(&host, 1, 0) < 0 || (host.revents & (POLLHUP | POLLERR)) != 0)
+  if (host_gone(lifeline))
     return 127;
   join_t join = {.child = 0};
   if (cgroup_fd >= 0) {
