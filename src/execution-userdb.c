@@ -37,6 +37,7 @@
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,8 +49,16 @@
 
 /* A question is two 32-bit decimals, a space and a newline. */
 #define QUESTION_MAX 32
-/* The most a database entry's strings may take (getpwuid_r's buffer). */
-#define ENTRY_BUF_MAX (1u << 20)
+/* The most a lookup's buffer grows to: nss_files reads every line of the
+ * file it scans into it, so one group of 100000 members (900 KB) made a
+ * 1 MiB buffer answer ERANGE for every gid, which refused every launch;
+ * getent grows its buffer without a bound. */
+#define ENTRY_BUF_MAX (64u << 20)
+/* The most threads that may be answering at once. A directory service that
+ * never returns holds its thread (and the socket) for good, where getent
+ * died with its launcher's pid namespace: past this many, a launch is
+ * refused (the image reads end-of-file) instead of leaking one more. */
+#define SERVICE_THREADS_MAX 64
 /* NSS modules run on this thread's stack. */
 #define SERVICE_STACK (256u * 1024)
 
@@ -121,7 +130,11 @@ static bool next_question(int fd, char* buf, size_t* len, uint32_t* uid,
   *nl = '\0';
   unsigned long long u, g;
   int used = 0;
-  bool ok = buf[0] >= '0' && buf[0] <= '9' &&
+  /* Digits, one space, digits: nothing else sscanf would take. */
+  const char* space = strchr(buf, ' ');
+  bool ok = space != NULL && space != buf && space[1] != '\0' &&
+            strspn(buf, "0123456789") == (size_t)(space - buf) &&
+            strspn(space + 1, "0123456789") == strlen(space + 1) &&
             sscanf(buf, "%llu %llu%n", &u, &g, &used) == 2 &&
             (size_t)used == (size_t)(nl - buf) && u <= UINT32_MAX &&
             g <= UINT32_MAX;
@@ -132,6 +145,8 @@ static bool next_question(int fd, char* buf, size_t* len, uint32_t* uid,
   *gid = (uint32_t)g;
   return ok;
 }
+
+static atomic_int serving;
 
 static void* serve(void* arg) {
   int fd = (int)(intptr_t)arg;
@@ -146,6 +161,7 @@ static void* serve(void* arg) {
       break;
   }
   close(fd);
+  atomic_fetch_sub(&serving, 1);
   return NULL;
 }
 
@@ -153,7 +169,13 @@ int maelys__userdb_start(int fd) {
   pthread_attr_t attr;
   pthread_t thread;
   sigset_t all, old;
+  if (atomic_fetch_add(&serving, 1) >= SERVICE_THREADS_MAX) {
+    atomic_fetch_sub(&serving, 1);
+    close(fd);
+    return -EAGAIN;
+  }
   if (pthread_attr_init(&attr) != 0) {
+    atomic_fetch_sub(&serving, 1);
     close(fd);
     return -ENOMEM;
   }
@@ -166,6 +188,7 @@ int maelys__userdb_start(int fd) {
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&attr);
   if (r != 0) {
+    atomic_fetch_sub(&serving, 1);
     close(fd);
     return -r;
   }

@@ -343,16 +343,19 @@ class Warden(WardenCase):
     def test_identity_without_the_hosts_answer_is_refused(self):
         """The launcher asks the host process's user and group databases
         (MAELYS_BACKEND_FD_USERDB) whether the identity it takes is
-        someone's. A host that hung up, or a malformed answer, is no
-        answer: the launcher refuses before anything of the sandbox starts,
-        saying so (invariant 20, fail closed)."""
+        someone's. A host that hung up, a malformed answer or a database
+        that could not answer is no answer: the launcher refuses before
+        anything of the sandbox starts, saying so (invariant 20, fail
+        closed)."""
         if os.getuid() != 0:
             self.skipTest("host identities are taken by launches started by "
                           "root only; this run is uid %d" % os.getuid())
         helper = os.path.join(os.path.dirname(ARGS.warden),
                               "maelys-executor-helper")
         lock = os.path.join(self.tmp, "identities.lock")
-        for reply in (None, b"maybe\n"):
+        for reply, says in ((None, b"ask the host's user and group"),
+                            (b"maybe\n", b"ask the host's user and group"),
+                            (b"error 5\n", b"databases could not say")):
             host, image = socket.socketpair()
             if reply is None:
                 host.close()
@@ -383,7 +386,7 @@ class Warden(WardenCase):
             if reply is not None:
                 host.close()
             self.assertEqual(proc.returncode, 127, err)
-            self.assertIn(b"ask the host's user and group databases", err)
+            self.assertIn(says, err)
             self.assertNotIn(b"maelys-launch identity", err)
 
     def test_launcher_killed_before_the_program_is_said(self):

@@ -886,11 +886,15 @@ static void test_userdb_service_answers(void** state) {
   static const char* const answers[] = {"A:user", "A:group", "A:none", "A:none",
                                         "A:EOF"};
   expect_answers(answers, 5);
-  /* Past any question's length without a newline; then past 32 bits. */
+  /* Past any question's length without a newline; a sign; past 32 bits. */
   run_asker("head -c 40 /dev/zero | tr '\\0' 1 >&5; "
             "if IFS= read -r a <&5; then echo \"A:$a\" >&3; "
             "else echo A:EOF >&3; fi");
   static const char* const overlong[] = {"A:EOF"};
+  expect_answers(overlong, 1);
+  run_asker("printf '0 +0\\n' >&5; "
+            "if IFS= read -r a <&5; then echo \"A:$a\" >&3; "
+            "else echo A:EOF >&3; fi");
   expect_answers(overlong, 1);
   run_asker("printf '4294967296 0\\n' >&5; "
             "if IFS= read -r a <&5; then echo \"A:$a\" >&3; "

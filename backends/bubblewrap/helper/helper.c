@@ -780,6 +780,8 @@ static pid_t nss_ask(const char* db, unsigned long long id) {
  * the NSS modules once, where each getent was a program's start (15% of a
  * root launch's CPU, two of them per launch). */
 static int userdb_fd = -1;
+/* The error a database answered with ("error N"), reported as such. */
+static int userdb_error;
 
 /* Asks the host whether uid names a user or gid a group: 0, or a negative
  * errno. */
@@ -795,9 +797,10 @@ static int userdb_ask(uid_t uid, gid_t gid) {
 
 /* The host's answer to the question userdb_ask sent (`sent`, what it
  * returned): 'u' (uid names a user), 'g' (gid names a group), 0 (neither),
- * or a negative errno: the database's own error, -ECONNRESET or -EPIPE when
- * the host hung up (a malformed question, or the host is gone), -EBADMSG for
- * an answer that is none of these. One question is in flight at a time, so a
+ * or a negative errno: -EREMOTEIO when a database could not answer (its
+ * error in userdb_error), -ECONNRESET or -EPIPE when the host hung up (a
+ * malformed question, or the host is gone), -EBADMSG for an answer that is
+ * none of these. One question is in flight at a time, so a
  * read never takes more than its answer. */
 static int userdb_answer(int sent) {
   if (sent < 0)
@@ -824,8 +827,10 @@ static int userdb_answer(int sent) {
     return 'g';
   if (strcmp(line, "none\n") == 0)
     return 0;
-  if (sscanf(line, "error %d\n", &err) == 1)
-    return err > 0 ? -err : -EIO;
+  if (sscanf(line, "error %d\n", &err) == 1) {
+    userdb_error = err > 0 && err < 4096 ? err : EIO;
+    return -EREMOTEIO;
+  }
   return -EBADMSG;
 }
 
@@ -1336,6 +1341,8 @@ static int become_identity(const char* lock_path, bool fixed,
     return launch_fail("the identity lock is not a root-owned file", lock_path,
                        EPERM);
   char why[512], what[600];
+  if (userdb_fd >= 0)
+    fcntl(userdb_fd, F_SETFD, FD_CLOEXEC);
   int r = take_identity(lock_fd, id_a, fixed ? id_b : id_a, fixed ? 1 : id_b,
                         uid, gid, why, sizeof why);
   if (userdb_fd >= 0) {
@@ -1349,6 +1356,10 @@ static int become_identity(const char* lock_path, bool fixed,
     return launch_fail(fixed ? "the requested identity is in use:"
                              : "every identity of the range is in use",
                        what, EBUSY);
+  if (r == -EREMOTEIO)
+    return launch_fail("the host's user and group databases could not say "
+                       "whether the identity is someone's",
+                       NULL, userdb_error);
   if (r == -ECONNRESET || r == -EPIPE || r == -EBADMSG)
     return launch_fail("ask the host's user and group databases about the "
                        "identity",
