@@ -343,8 +343,9 @@ class Warden(WardenCase):
     def test_identity_without_the_hosts_answer_is_refused(self):
         """The launcher asks the host process's user and group databases
         (MAELYS_BACKEND_FD_USERDB) whether the identity it takes is
-        someone's. A host that hung up, a malformed answer or a database
-        that could not answer is no answer: the launcher refuses before
+        someone's. A host that hung up, a malformed answer, a database
+        that could not answer or no answer within 10 s (a directory service
+        that never returns) is no answer: the launcher refuses before
         anything of the sandbox starts, saying so (invariant 20, fail
         closed)."""
         if os.getuid() != 0:
@@ -355,7 +356,8 @@ class Warden(WardenCase):
         lock = os.path.join(self.tmp, "identities.lock")
         for reply, says in ((None, b"ask the host's user and group"),
                             (b"maybe\n", b"ask the host's user and group"),
-                            (b"error 5\n", b"databases could not say")):
+                            (b"error 5\n", b"databases could not say"),
+                            (b"", b"Connection timed out")):
             host, image = socket.socketpair()
             if reply is None:
                 host.close()
@@ -381,7 +383,10 @@ class Warden(WardenCase):
             if reply is not None:
                 self.assertRegex(host.recv(64), rb"^\d+ \d+\n$")
                 host.sendall(reply)
+            started = time.monotonic()
             _, err = proc.communicate(timeout=60)
+            if reply == b"":
+                self.assertGreaterEqual(time.monotonic() - started, 9.5)
             os.close(life_w)
             if reply is not None:
                 host.close()

@@ -782,6 +782,10 @@ static pid_t nss_ask(const char* db, unsigned long long id) {
 static int userdb_fd = -1;
 /* The error a database answered with ("error N"), reported as such. */
 static int userdb_error;
+/* How long an answer may take: a directory service that never returns (the
+ * host's one thread that answers waits in it) refuses the launch instead of
+ * holding it for good. */
+#define USERDB_ANSWER_MS 10000
 
 /* Asks the host whether uid names a user or gid a group: 0, or a negative
  * errno. */
@@ -799,17 +803,30 @@ static int userdb_ask(uid_t uid, gid_t gid) {
  * returned): 'u' (uid names a user), 'g' (gid names a group), 0 (neither),
  * or a negative errno: -EREMOTEIO when a database could not answer (its
  * error in userdb_error), -ECONNRESET or -EPIPE when the host hung up (a
- * malformed question, or the host is gone), -EBADMSG for an answer that is
- * none of these. One question is in flight at a time, so a
- * read never takes more than its answer. */
+ * malformed question, or the host is gone), -ETIMEDOUT past
+ * USERDB_ANSWER_MS, -EBADMSG for an answer that is none of these. One question
+ * is in flight at a time, so a read never takes more than its answer. */
 static int userdb_answer(int sent) {
   if (sent < 0)
     return sent;
   char line[32];
   size_t len = 0;
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
   while (len == 0 || line[len - 1] != '\n') {
     if (len + 1 >= sizeof line)
       return -EBADMSG;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long spent = (now.tv_sec - start.tv_sec) * 1000 +
+                 (now.tv_nsec - start.tv_nsec) / 1000000;
+    struct pollfd p = {.fd = userdb_fd, .events = POLLIN};
+    int ready = spent < USERDB_ANSWER_MS
+                    ? poll(&p, 1, (int)(USERDB_ANSWER_MS - spent))
+                    : 0;
+    if (ready < 0 && errno == EINTR)
+      continue;
+    if (ready == 0)
+      return -ETIMEDOUT;
     ssize_t r = read(userdb_fd, line + len, sizeof line - 1 - len);
     if (r < 0 && errno == EINTR)
       continue;
@@ -1360,7 +1377,7 @@ static int become_identity(const char* lock_path, bool fixed,
     return launch_fail("the host's user and group databases could not say "
                        "whether the identity is someone's",
                        NULL, userdb_error);
-  if (r == -ECONNRESET || r == -EPIPE || r == -EBADMSG)
+  if (r == -ECONNRESET || r == -EPIPE || r == -EBADMSG || r == -ETIMEDOUT)
     return launch_fail("ask the host's user and group databases about the "
                        "identity",
                        NULL, -r);
