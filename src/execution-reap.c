@@ -60,6 +60,8 @@ static void on_receipt_work(uv_work_t* req) {
 static void on_receipt_done(uv_work_t* req, int status) {
   maelys_execution_t* e = req->data;
   (void)status;
+  free(req);
+  e->receipt_work = NULL;
   e->phase = PHASE_DONE;
   if (e->owner != OWNER_CALLER)
     maelys__exec_begin_close(e);
@@ -197,11 +199,11 @@ static void render_receipt(maelys_execution_t* e) {
   in.stop_requested = e->stop_requested;
   in.stop_result =
       e->stop_result != 0 ? e->stop_result : MAELYS_EXEC_STOPPED_ALREADY_EXITED;
-  in.user_seconds = (double)e->usage.ru_utime.tv_sec +
-                    (double)e->usage.ru_utime.tv_usec / 1e6;
-  in.system_seconds = (double)e->usage.ru_stime.tv_sec +
-                      (double)e->usage.ru_stime.tv_usec / 1e6;
-  in.max_rss_kib = e->usage.ru_maxrss;
+  in.user_seconds =
+      (double)e->usage_user.tv_sec + (double)e->usage_user.tv_usec / 1e6;
+  in.system_seconds =
+      (double)e->usage_system.tv_sec + (double)e->usage_system.tv_usec / 1e6;
+  in.max_rss_kib = e->usage_max_rss_kib;
   in.plan = e->plan;
   in.memory_peak_bytes = e->memory_peak;
   in.identity_set = e->identity_set;
@@ -244,11 +246,17 @@ void maelys__exec_finish(maelys_execution_t* e) {
   unlink_orphan(e);
   render_receipt(e);
   if (e->receipt_dir != NULL && e->receipt_json != NULL) {
-    e->receipt_work.data = e;
-    if (uv_queue_work(e->executor->loop, &e->receipt_work, on_receipt_work,
-                      on_receipt_done) == 0) {
-      e->phase = PHASE_WRITING;
-      return;
+    /* Allocated for the write only: most of an execution's life has none. */
+    e->receipt_work = malloc(sizeof *e->receipt_work);
+    if (e->receipt_work != NULL) {
+      e->receipt_work->data = e;
+      if (uv_queue_work(e->executor->loop, e->receipt_work, on_receipt_work,
+                        on_receipt_done) == 0) {
+        e->phase = PHASE_WRITING;
+        return;
+      }
+      free(e->receipt_work);
+      e->receipt_work = NULL;
     }
     e->receipt_errno = EIO;
   }
@@ -298,9 +306,14 @@ void maelys__exec_on_proc(uv_poll_t* poll, int status, int events) {
   (void)status;
   (void)events;
   int ws = 0;
-  int r = maelys__proc_reap(&e->proc, &ws, &e->usage);
+  struct rusage usage;
+  memset(&usage, 0, sizeof usage);
+  int r = maelys__proc_reap(&e->proc, &ws, &usage);
   if (r == 0)
     return;
+  e->usage_user = usage.ru_utime;
+  e->usage_system = usage.ru_stime;
+  e->usage_max_rss_kib = usage.ru_maxrss;
   /* r < 0 cannot happen for a pidfd we own; treat it as an exit so the
    * execution can never hang on it. The exit is taken (and timed) now; what
    * follows it waits for a turn with budget left (see

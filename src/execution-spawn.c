@@ -330,11 +330,17 @@ static int init_handles(maelys_execution_t* e, uv_loop_t* loop) {
     e->open_handles++;
   }
   if (e->rendezvous_fd >= 0) {
-    r = uv_poll_init(loop, &e->terminal_poll, e->rendezvous_fd);
-    if (r != 0)
+    /* Allocated in a terminal session only: most executions have none. */
+    e->terminal_poll = malloc(sizeof *e->terminal_poll);
+    if (e->terminal_poll == NULL)
+      return UV_ENOMEM;
+    r = uv_poll_init(loop, e->terminal_poll, e->rendezvous_fd);
+    if (r != 0) {
+      free(e->terminal_poll);
+      e->terminal_poll = NULL;
       return r;
-    e->terminal_poll.data = e;
-    e->terminal_poll_init = true;
+    }
+    e->terminal_poll->data = e;
     e->open_handles++;
   }
   return 0;
@@ -680,8 +686,8 @@ static maelys_executor_result_t spawn_watch(maelys_execution_t* e,
     }
   if (e->status_poll_init)
     uv_poll_start(&e->status_poll, UV_READABLE, maelys__exec_on_status);
-  if (e->terminal_poll_init)
-    uv_poll_start(&e->terminal_poll, UV_READABLE, maelys__exec_on_terminal);
+  if (e->terminal_poll != NULL)
+    uv_poll_start(e->terminal_poll, UV_READABLE, maelys__exec_on_terminal);
   if (e->receipt_chain != NULL)
     maelys__executor_chain_join(executor, e->receipt_chain);
   return MAELYS_EXECUTOR_OK;

@@ -17,8 +17,8 @@ void maelys__exec_settle_terminal(maelys_execution_t* e) {
   if (e->terminal != TERMINAL_AWAITED)
     return;
   e->terminal = TERMINAL_SETTLED;
-  if (e->terminal_poll_init)
-    uv_poll_stop(&e->terminal_poll);
+  if (e->terminal_poll != NULL)
+    uv_poll_stop(e->terminal_poll);
   maelys__exec_arm_dispatch(e);
 }
 

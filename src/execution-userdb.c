@@ -198,41 +198,48 @@ static void take_queued(conversation_t** convs, size_t* count,
   pthread_mutex_unlock(&queue_lock);
 }
 
+/* The service thread's own state. Static, so that what it holds stays
+ * reachable in a forked child, which has the memory but not the thread. */
+static struct {
+  conversation_t* convs;
+  size_t count, capacity;
+  struct pollfd* fds;
+  size_t fds_capacity;
+} svc;
+
 static void* serve(void* arg) {
   int wake = (int)(intptr_t)arg;
-  conversation_t* convs = NULL;
-  size_t count = 0, capacity = 0;
-  struct pollfd* fds = NULL;
-  size_t fds_capacity = 0;
   for (;;) {
-    if (count + 1 > fds_capacity) {
-      struct pollfd* grown = realloc(fds, (count + 1) * sizeof *grown);
+    if (svc.count + 1 > svc.fds_capacity) {
+      size_t want = 2 * (svc.count + 1);
+      struct pollfd* grown = realloc(svc.fds, want * sizeof *grown);
       if (grown != NULL) {
-        fds = grown;
-        fds_capacity = count + 1;
-      } else if (fds == NULL) {
+        svc.fds = grown;
+        svc.fds_capacity = want;
+      } else if (svc.fds == NULL) {
         usleep(1000); /* no memory for even the wake-up: look again */
         continue;
       }
     }
     /* Without memory for all, those that fit are watched meanwhile. */
-    size_t watched = count < fds_capacity ? count : fds_capacity - 1;
-    fds[0] = (struct pollfd){.fd = wake, .events = POLLIN};
+    size_t watched =
+        svc.count < svc.fds_capacity ? svc.count : svc.fds_capacity - 1;
+    svc.fds[0] = (struct pollfd){.fd = wake, .events = POLLIN};
     for (size_t i = 0; i < watched; i++)
-      fds[i + 1] = (struct pollfd){.fd = convs[i].fd, .events = POLLIN};
-    if (poll(fds, watched + 1, -1) < 0)
+      svc.fds[i + 1] = (struct pollfd){.fd = svc.convs[i].fd, .events = POLLIN};
+    if (poll(svc.fds, watched + 1, -1) < 0)
       continue; /* EINTR; EINVAL or ENOMEM: look again */
     for (size_t i = watched; i-- > 0;) {
-      if (fds[i + 1].revents == 0 || converse(&convs[i]))
+      if (svc.fds[i + 1].revents == 0 || converse(&svc.convs[i]))
         continue;
-      close(convs[i].fd);
-      convs[i] = convs[--count];
+      close(svc.convs[i].fd);
+      svc.convs[i] = svc.convs[--svc.count];
     }
-    if (fds[0].revents & POLLIN) {
+    if (svc.fds[0].revents & POLLIN) {
       uint64_t n;
       ssize_t r = read(wake, &n, sizeof n);
       (void)r;
-      take_queued(&convs, &count, &capacity);
+      take_queued(&svc.convs, &svc.count, &svc.capacity);
     }
   }
   return NULL;
@@ -241,6 +248,18 @@ static void* serve(void* arg) {
 /* Starts this process's service thread: 0 or a negative errno. Called with
  * queue_lock held. */
 static int start_service(void) {
+  /* A forked child's copies of its parent's service: its queue and its
+   * conversations were the parent's to serve (no thread of this process
+   * touches them). */
+  if (wake_fd >= 0)
+    close(wake_fd);
+  wake_fd = -1;
+  for (size_t i = 0; i < queued_count; i++)
+    close(queued[i]);
+  queued_count = 0;
+  for (size_t i = 0; i < svc.count; i++)
+    close(svc.convs[i].fd);
+  svc.count = 0;
   int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0)
     return -errno;
@@ -263,13 +282,6 @@ static int start_service(void) {
     close(wake);
     return -r;
   }
-  /* A forked child's copies of its parent's service: its queue was the
-   * parent's to serve. */
-  if (wake_fd >= 0)
-    close(wake_fd);
-  for (size_t i = 0; i < queued_count; i++)
-    close(queued[i]);
-  queued_count = 0;
   wake_fd = wake;
   service_pid = getpid();
   return 0;

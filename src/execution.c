@@ -117,6 +117,15 @@ static void on_handle_closed(uv_handle_t* handle) {
     execution_free(e);
 }
 
+/* The terminal rendezvous' watch, allocated apart (see init_handles). */
+static void on_terminal_poll_closed(uv_handle_t* handle) {
+  maelys_execution_t* e = handle->data;
+  free(handle);
+  e->terminal_poll = NULL;
+  if (--e->open_handles == 0)
+    execution_free(e);
+}
+
 static void close_handle(maelys_execution_t* e, uv_handle_t* h) {
   if (h->data == e && !uv_is_closing(h))
     uv_close(h, on_handle_closed);
@@ -164,8 +173,9 @@ void maelys__exec_begin_close(maelys_execution_t* e) {
   close_handle(e, (uv_handle_t*)&e->proc_poll);
   if (e->status_poll_init)
     close_handle(e, (uv_handle_t*)&e->status_poll);
-  if (e->terminal_poll_init)
-    close_handle(e, (uv_handle_t*)&e->terminal_poll);
+  if (e->terminal_poll != NULL &&
+      !uv_is_closing((uv_handle_t*)e->terminal_poll))
+    uv_close((uv_handle_t*)e->terminal_poll, on_terminal_poll_closed);
   close_handle(e, (uv_handle_t*)&e->stop_timer);
   close_handle(e, (uv_handle_t*)&e->drain_timer);
   close_handle(e, (uv_handle_t*)&e->dispatch_timer);
@@ -373,8 +383,8 @@ void maelys_execution_release(maelys_execution_t* e) {
    * is abandoned; the exit watch stays, unreferenced, to reap it. */
   uv_timer_stop(&e->stop_timer);
   e->pending_graceful = false;
-  if (e->terminal_poll_init)
-    uv_unref((uv_handle_t*)&e->terminal_poll);
+  if (e->terminal_poll != NULL)
+    uv_unref((uv_handle_t*)e->terminal_poll);
   for (int i = 0; i < MAELYS__EXEC_STREAMS; i++) {
     stream_t* s = &e->streams[i];
     if (s->opened)
@@ -399,14 +409,14 @@ void maelys_execution_release(maelys_execution_t* e) {
 static void set_ref(maelys_execution_t* e, bool ref) {
   if (e == NULL || e->owner != OWNER_CALLER || e->phase == PHASE_CLOSING)
     return;
-  uv_handle_t* hs[] = {
-      (uv_handle_t*)&e->proc_poll,
-      (uv_handle_t*)&e->stop_timer,
-      (uv_handle_t*)&e->drain_timer,
-      (uv_handle_t*)&e->dispatch_timer,
-      (uv_handle_t*)&e->reap_idle,
-      e->status_poll_init ? (uv_handle_t*)&e->status_poll : NULL,
-      e->terminal_poll_init ? (uv_handle_t*)&e->terminal_poll : NULL};
+  uv_handle_t* hs[] = {(uv_handle_t*)&e->proc_poll,
+                       (uv_handle_t*)&e->stop_timer,
+                       (uv_handle_t*)&e->drain_timer,
+                       (uv_handle_t*)&e->dispatch_timer,
+                       (uv_handle_t*)&e->reap_idle,
+                       e->status_poll_init ? (uv_handle_t*)&e->status_poll
+                                           : NULL,
+                       (uv_handle_t*)e->terminal_poll};
   for (size_t i = 0; i < MAELYS__ARRAY_SIZE(hs); i++) {
     if (hs[i] == NULL)
       continue;
