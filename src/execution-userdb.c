@@ -38,8 +38,8 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
-#include <poll.h>
 #include <grp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>

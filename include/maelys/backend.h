@@ -304,12 +304,14 @@ typedef enum maelys_backend_fd_source {
    * one question at a time: it writes "UID GID\n" (decimal) and reads one
    * line: "user\n" when UID names a user, "group\n" when GID names a group
    * (and UID no user), "none\n" when neither, "error ERRNO\n" when a
-   * database could not answer. The core answers on libuv's thread pool,
-   * never on the loop's thread, for as long as the image runs; a malformed
-   * question ends the conversation (end-of-file), and so does the host
-   * process's death. For a launcher that cannot load NSS modules itself (a
-   * static one) and must know that a host identity it takes is nobody's
-   * (ABI 8). */
+   * database could not answer. One thread of the host process answers
+   * every launch, never the loop's (the answer does not wait for the host
+   * to run its loop), until the image closes its end; a malformed question
+   * ends the conversation (end-of-file), and so does the host process's
+   * death. A directory service that does not return holds that thread: an
+   * image should give up after a deadline of its own, and refuse. For a
+   * launcher that cannot load NSS modules itself (a static one) and must know
+   * that a host identity it takes is nobody's (ABI 8). */
   MAELYS_BACKEND_FD_USERDB = 7
 } maelys_backend_fd_source_t;
 
