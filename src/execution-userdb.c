@@ -200,23 +200,29 @@ static void take_queued(conversation_t** convs, size_t* count,
 
 /* The service thread's own state. Static, so that what it holds stays
  * reachable in a forked child, which has the memory but not the thread. */
-static struct {
+typedef struct service {
   conversation_t* convs;
   size_t count, capacity;
   struct pollfd* fds;
   size_t fds_capacity;
-} svc;
+} service_t;
+static service_t svc;
 
 static void* serve(void* arg) {
   int wake = (int)(intptr_t)arg;
   for (;;) {
     if (svc.count + 1 > svc.fds_capacity) {
+      /* Under the lock, as take_queued grows its list: a fork never finds
+       * an array moved but not yet recorded. */
       size_t want = 2 * (svc.count + 1);
+      pthread_mutex_lock(&queue_lock);
       struct pollfd* grown = realloc(svc.fds, want * sizeof *grown);
       if (grown != NULL) {
         svc.fds = grown;
         svc.fds_capacity = want;
-      } else if (svc.fds == NULL) {
+      }
+      pthread_mutex_unlock(&queue_lock);
+      if (grown == NULL && svc.fds == NULL) {
         usleep(1000); /* no memory for even the wake-up: look again */
         continue;
       }
@@ -247,19 +253,42 @@ static void* serve(void* arg) {
 
 /* Starts this process's service thread: 0 or a negative errno. Called with
  * queue_lock held. */
-static int start_service(void) {
-  /* A forked child's copies of its parent's service: its queue and its
-   * conversations were the parent's to serve (no thread of this process
-   * touches them). */
+/* A fork while another thread holds queue_lock would leave the child a
+ * lock nobody releases (its first launch then waited for good: the review
+ * forked while the service took its queue). The lock is taken around every
+ * fork; the child releases it and starts from nothing: its copies of the
+ * parent's queue are closed (consistent, under the lock), and the
+ * conversations the parent's thread was serving are forgotten, not closed
+ * (that thread may have been changing the list; the copies are
+ * close-on-exec), while the arrays themselves, which grow only under the
+ * lock, are kept for the child's own thread, started by its first launch. */
+static void before_fork(void) {
+  pthread_mutex_lock(&queue_lock);
+}
+
+static void after_fork_parent(void) {
+  pthread_mutex_unlock(&queue_lock);
+}
+
+static void after_fork_child(void) {
   if (wake_fd >= 0)
     close(wake_fd);
   wake_fd = -1;
   for (size_t i = 0; i < queued_count; i++)
     close(queued[i]);
   queued_count = 0;
-  for (size_t i = 0; i < svc.count; i++)
-    close(svc.convs[i].fd);
   svc.count = 0;
+  service_pid = 0;
+  pthread_mutex_unlock(&queue_lock);
+}
+
+static void register_fork_handlers(void) {
+  pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
+static int start_service(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, register_fork_handlers);
   int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0)
     return -errno;

@@ -347,13 +347,24 @@ class Warden(WardenCase):
         that could not answer or no answer within 10 s (a directory service
         that never returns) is no answer: the launcher refuses before
         anything of the sandbox starts, saying so (invariant 20, fail
-        closed)."""
+        closed). The deadline case runs where the scan of processes refuses
+        both identities of the range first (a process holds each gid): the
+        launcher still waits for the answer, and then refuses rather than
+        ask about the next identity, whose answer a late reply would
+        otherwise have stood for (the review took a uid the user database
+        names that way)."""
         if os.getuid() != 0:
             self.skipTest("host identities are taken by launches started by "
                           "root only; this run is uid %d" % os.getuid())
         helper = os.path.join(os.path.dirname(ARGS.warden),
                               "maelys-executor-helper")
         lock = os.path.join(self.tmp, "identities.lock")
+        held = 1879600000 + (os.getpid() % 1000) * 4
+        holders = [subprocess.Popen(
+            ["setpriv", "--reuid=65534", "--regid=%d" % gid,
+             "--clear-groups", "--", "sleep", "120"])
+            for gid in (held, held + 1)]
+        self.addCleanup(lambda: [h.kill() or h.wait() for h in holders])
         for reply, says in ((None, b"ask the host's user and group"),
                             (b"maybe\n", b"ask the host's user and group"),
                             (b"error 5\n", b"databases could not say"),
@@ -373,7 +384,8 @@ class Warden(WardenCase):
                     os.dup2(fd, child)
             proc = subprocess.Popen(
                 [helper, "launch", "--lifeline-fd", "4", "--json-fd", "5",
-                 "--exec-fd", "6", "--identity-range", "1879500000:16",
+                 "--exec-fd", "6", "--identity-range",
+                 "%d:2" % held if reply == b"" else "1879500000:16",
                  "--identity-lock", lock, "--userdb-fd", "3", "--",
                  "bwrap", "--", "/bin/true"],
                 preexec_fn=place, pass_fds=tuple(fds), stderr=subprocess.PIPE)
@@ -388,6 +400,10 @@ class Warden(WardenCase):
             if reply == b"":
                 self.assertGreaterEqual(time.monotonic() - started, 9.5)
             os.close(life_w)
+            if reply == b"":
+                # One question only: none about the other identity.
+                host.settimeout(5)
+                self.assertEqual(host.recv(64), b"")
             if reply is not None:
                 host.close()
             self.assertEqual(proc.returncode, 127, err)

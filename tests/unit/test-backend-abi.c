@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -902,6 +903,33 @@ static void test_userdb_service_answers(void** state) {
   expect_answers(overlong, 1);
 }
 
+/* A host that forks once its service runs: the child's launches are
+ * answered by a service of its own (the parent's thread is not in the
+ * child), and the parent's still by its own. */
+static void test_userdb_service_after_fork(void** state) {
+  (void)state;
+  static const char* const script =
+      "printf '0 0\\n' >&5; if IFS= read -r a <&5; then echo \"A:$a\" >&3; "
+      "else echo A:EOF >&3; fi";
+  static const char* const user[] = {"A:user"};
+  run_asker(script);
+  expect_answers(user, 1);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    run_asker(script);
+    _exit(asker_seen.count == 1 && strcmp(asker_seen.line[0], "A:user") == 0
+              ? 0
+              : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail_msg("the forked host's launch was not answered (status %d)", status);
+  run_asker(script);
+  expect_answers(user, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_image_joins_cgroup_refusals),
@@ -913,6 +941,7 @@ int main(void) {
       cmocka_unit_test(test_status_lines_whole_and_bounded),
       cmocka_unit_test(test_probe_stall_does_not_fake_a_survivor),
       cmocka_unit_test(test_userdb_service_answers),
+      cmocka_unit_test(test_userdb_service_after_fork),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1012,12 +1012,16 @@ static int identity_conflict(uid_t uid, gid_t gid, char* why, size_t size,
       kill(ask_group, SIGKILL);
   }
   /* The host's answer is read even then: the next question's answer must
-   * not be taken for this one's. */
+   * not be taken for this one's. An answer that did not come (the deadline
+   * passed, the host hung up) or made no sense refuses the launch even
+   * when the scan refused this identity already: a late answer would
+   * otherwise be read as the next identity's (the review took a uid the
+   * user database names that way). */
   int answer = host ? userdb_answer(sent) : 0;
-  int known =
-      host ? (answer < 0 ? answer : answer == 'u') : nss_answer(ask_passwd);
-  int group =
-      host ? (answer < 0 ? answer : answer == 'g') : nss_answer(ask_group);
+  if (host && answer < 0)
+    return answer;
+  int known = host ? answer == 'u' : nss_answer(ask_passwd);
+  int group = host ? answer == 'g' : nss_answer(ask_group);
   if (found != 0)
     return found;
   if (known == 1)
