@@ -851,6 +851,22 @@ static int userdb_answer(int sent) {
   return -EBADMSG;
 }
 
+/* Nothing more to ask, and nothing started from here on may inherit the
+ * socket. The host closes its end first (its service sees this end shut
+ * for writing), and this launcher waits for that, a second at most: so the
+ * host's descriptor is gone before anything of the sandbox starts, and an
+ * execution leaves no descriptor in the host once it ended (test-mcp-host
+ * counts them; the service's close came late under ASan). */
+static void userdb_hang_up(void) {
+  shutdown(userdb_fd, SHUT_WR);
+  struct pollfd p = {.fd = userdb_fd, .events = POLLIN};
+  char c;
+  if (poll(&p, 1, 1000) > 0 && read(userdb_fd, &c, 1) < 0)
+    c = 0;
+  close(userdb_fd);
+  userdb_fd = -1;
+}
+
 /* The answer of the getent that nss_ask started (`pid`, or the negative
  * errno it returned): 1, 0, or a negative errno. */
 static int nss_answer(pid_t pid) {
@@ -1366,12 +1382,8 @@ static int become_identity(const char* lock_path, bool fixed,
     fcntl(userdb_fd, F_SETFD, FD_CLOEXEC);
   int r = take_identity(lock_fd, id_a, fixed ? id_b : id_a, fixed ? 1 : id_b,
                         uid, gid, why, sizeof why);
-  if (userdb_fd >= 0) {
-    /* Nothing more to ask (the host's thread ends), and nothing started
-     * from here on may inherit it. */
-    close(userdb_fd);
-    userdb_fd = -1;
-  }
+  if (userdb_fd >= 0)
+    userdb_hang_up();
   snprintf(what, sizeof what, fixed ? "%s" : "(the last one refused: %s)", why);
   if (r == -EBUSY)
     return launch_fail(fixed ? "the requested identity is in use:"
