@@ -365,6 +365,15 @@ class Warden(WardenCase):
              "--clear-groups", "--", "sleep", "120"])
             for gid in (held, held + 1)]
         self.addCleanup(lambda: [h.kill() or h.wait() for h in holders])
+        # An identity without the host's service to ask is no launch either.
+        p = subprocess.run(
+            [helper, "launch", "--lifeline-fd", "4", "--json-fd", "5",
+             "--exec-fd", "6", "--identity-range", "1879500000:16",
+             "--identity-lock", lock, "--", "bwrap", "--", "/bin/true"],
+            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, timeout=30)
+        self.assertEqual(p.returncode, 127, p.stderr)
+        self.assertIn(b"invalid arguments", p.stderr)
         for reply, says in ((None, b"ask the host's user and group"),
                             (b"maybe\n", b"ask the host's user and group"),
                             (b"error 5\n", b"databases could not say"),

@@ -676,27 +676,44 @@ static void liner_done(maelys_execution_t* e,
   maelys_execution_release(e);
 }
 
-static void test_status_lines_whole_and_bounded(void** state) {
-  (void)state;
+/* Runs one execution of `backend` to its end on a loop of its own. With
+ * `exit_first`, the image's exit is awaited before the loop runs at all. */
+static void run_to_end(const maelys_backend_t* backend, bool exit_first) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   maelys_executor_t* ex = NULL;
   assert_int_equal(maelys_executor_create(&loop, &ex, NULL), 0);
-  assert_int_equal(maelys_executor_register_backend(ex, &liner, NULL, NULL), 0);
+  assert_int_equal(maelys_executor_register_backend(ex, backend, NULL, NULL),
+                   0);
   maelys_executor_plan_t* plan = NULL;
   maelys_execution_request_t* req = NULL;
-  plan_and_request("liner", 0, &plan, &req);
-  memset(&liner_seen, 0, sizeof liner_seen);
+  plan_and_request(backend->name, 0, &plan, &req);
   maelys_execution_t* e = NULL;
   char* err = NULL;
   if (maelys_execution_spawn(ex, plan, req, &e, &err) != MAELYS_EXECUTOR_OK)
     fail_msg("spawn: %s", err);
+  if (exit_first) {
+    int pidfd = (int)syscall(SYS_pidfd_open, maelys_execution_pid(e), 0);
+    assert_true(pidfd >= 0);
+    struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+    assert_int_equal(poll(&pfd, 1, 20000), 1);
+    close(pidfd);
+  }
   bool done = false;
   assert_int_equal(maelys_execution_wait(e, liner_done, &done, NULL), 0);
   while (!done)
     uv_run(&loop, UV_RUN_ONCE);
   maelys_execution_request_destroy(req);
   maelys_executor_plan_destroy(plan);
+  assert_int_equal(maelys_executor_destroy(ex, NULL), 0);
+  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void test_status_lines_whole_and_bounded(void** state) {
+  (void)state;
+  memset(&liner_seen, 0, sizeof liner_seen);
+  run_to_end(&liner, false);
   assert_int_equal(liner_seen.count, 4);
   static const size_t lengths[] = {4, 1023, 2, 2};
   static const char firsts[] = {'a', 'x', 'g', 'e'};
@@ -705,9 +722,6 @@ static void test_status_lines_whole_and_bounded(void** state) {
     assert_int_equal(liner_seen.first[k], firsts[k]);
   }
   assert_true(liner_seen.uniform[1]);
-  assert_int_equal(maelys_executor_destroy(ex, NULL), 0);
-  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-  assert_int_equal(uv_loop_close(&loop), 0);
 }
 
 /* A probe whose loop stalls past the tree's deadline while the output's end
@@ -827,38 +841,13 @@ static const maelys_backend_t asker = {
     .status_line = asker_status_line,
 };
 
-/* Runs the asker with `script` to its end: what it reported. */
+/* Runs the asker with `script` to its end: what it reported. The answers
+ * do not wait for the loop: the image finishes its questions while the
+ * loop stands still. */
 static void run_asker(const char* script) {
-  uv_loop_t loop;
-  uv_loop_init(&loop);
-  maelys_executor_t* ex = NULL;
-  assert_int_equal(maelys_executor_create(&loop, &ex, NULL), 0);
-  assert_int_equal(maelys_executor_register_backend(ex, &asker, NULL, NULL), 0);
-  maelys_executor_plan_t* plan = NULL;
-  maelys_execution_request_t* req = NULL;
-  plan_and_request("asker", 0, &plan, &req);
   memset(&asker_seen, 0, sizeof asker_seen);
   asker_script = script;
-  maelys_execution_t* e = NULL;
-  char* err = NULL;
-  if (maelys_execution_spawn(ex, plan, req, &e, &err) != MAELYS_EXECUTOR_OK)
-    fail_msg("spawn: %s", err);
-  /* The answers do not wait for the loop: the image finishes its
-   * questions while the loop stands still. */
-  int pidfd = (int)syscall(SYS_pidfd_open, maelys_execution_pid(e), 0);
-  assert_true(pidfd >= 0);
-  struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
-  assert_int_equal(poll(&pfd, 1, 20000), 1);
-  close(pidfd);
-  bool done = false;
-  assert_int_equal(maelys_execution_wait(e, liner_done, &done, NULL), 0);
-  while (!done)
-    uv_run(&loop, UV_RUN_ONCE);
-  maelys_execution_request_destroy(req);
-  maelys_executor_plan_destroy(plan);
-  assert_int_equal(maelys_executor_destroy(ex, NULL), 0);
-  assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-  assert_int_equal(uv_loop_close(&loop), 0);
+  run_to_end(&asker, true);
 }
 
 static void expect_answers(const char* const* want, size_t count) {

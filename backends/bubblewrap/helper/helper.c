@@ -58,9 +58,8 @@
  * in PATH, held while this launcher lives; the kernel's own count of the
  * uid's processes, which covers sandboxes whose launcher just died; and
  * every process's ids, every user namespace's mapping and the user and
- * group databases, see identity_conflict; with U, the databases are asked
- * through the host process's service on that socket, else through
- * getent(1)). Then,
+ * group databases, see identity_conflict, asked through the host process's
+ * service on the socket U, which an identity requires). Then,
  * in a private mount namespace, it mounts a small tmpfs on DIR and attaches
  * there, as DIR/INDEX, a clone of each SOURCE idmapped so that the source's
  * owner appears as that identity, after checking that SOURCE, resolved again
@@ -576,8 +575,8 @@ static int launch_fail(const char* step, const char* what, int err) {
  * executes a program or exits, on a stack of its own (clone with CLONE_VM
  * and CLONE_VFORK, as posix_spawn does); this process waits meanwhile. A
  * fork copies the launcher's page tables: about a millisecond per child on
- * a paravirtualised 2-core guest, where a launch starts four children that
- * only execute a program (two getent, the uid probe, bwrap). fn makes only
+ * a paravirtualised 2-core guest, where a launch starts children that
+ * only execute a program (the uid probe, bwrap). fn makes only
  * system calls -- no allocation and no stdio, whose locks and buffers are
  * this process's (child_fail writes its line itself) -- and ends by
  * executing a program or returning its exit status. The caller has every
@@ -725,60 +724,14 @@ static bool map_holds(const char* text, unsigned long long id, id_span_t* out) {
   return false;
 }
 
-/*
- * Starts asking the NSS database `db` ("passwd" or "group") whether it has
- * an entry for `id` (see nss_answer): the pid of the question, or a
- * negative errno. Asked through getent(1), not getpwuid_r():
- * this helper is linked statically, and glibc then loads the NSS modules
- * (systemd's, sss's) into a static process, where they crash (seen:
- * _nss_systemd_is_blocked, SIGSEGV). getent is a root-owned system program,
- * checked like bwrap and run from that descriptor, with an empty
- * environment and its output discarded (this process's stderr is the status
- * channel).
- */
-typedef struct getent {
-  int fd;
-  const char* db;
-  char key[32];
-} getent_t;
-
-static int getent_child(void* arg) {
-  const getent_t* g = arg;
-  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
-    return 126;
-  char* args[] = {(char*)"getent", (char*)g->db, (char*)g->key, NULL};
-  char* empty[] = {NULL};
-  syscall(SYS_execveat, g->fd, "", args, empty, AT_EMPTY_PATH);
-  return 127;
-}
-
-static pid_t nss_ask(const char* db, unsigned long long id) {
-  static const char* const places[] = {"/usr/bin/getent", "/bin/getent"};
-  int fd = -1;
-  for (size_t i = 0; i < 2 && fd < 0; i++)
-    fd = maelys__executor_open_nofollow(places[i]);
-  if (fd < 0)
-    return fd;
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
-      (st.st_mode & 022) != 0) {
-    close(fd);
-    return -EPERM;
-  }
-  getent_t g = {fd, db, ""};
-  snprintf(g.key, sizeof g.key, "%llu", id);
-  pid_t pid = spawn_vm(getent_child, &g);
-  int e = errno;
-  close(fd);
-  return pid < 0 ? -e : pid;
-}
-
 /* The host process's user-database service (--userdb-fd, see
- * MAELYS_BACKEND_FD_USERDB in backend.h), or -1, when getent is asked. The
- * host answers from its own databases: it is dynamically linked and loads
- * the NSS modules once, where each getent was a program's start (15% of a
- * root launch's CPU, two of them per launch). */
+ * MAELYS_BACKEND_FD_USERDB in backend.h), required with an identity. This
+ * helper is linked statically, and glibc then loads the NSS modules
+ * (systemd's, sss's) into a static process, where they crash (seen:
+ * _nss_systemd_is_blocked, SIGSEGV). The host answers from its own
+ * databases: it is dynamically linked and loads the modules once, where
+ * getent(1), asked before, was two program starts per launch (15% of a
+ * root launch's CPU). */
 static int userdb_fd = -1;
 /* The error a database answered with ("error N"), reported as such. */
 static int userdb_error;
@@ -867,23 +820,6 @@ static void userdb_hang_up(void) {
   userdb_fd = -1;
 }
 
-/* The answer of the getent that nss_ask started (`pid`, or the negative
- * errno it returned): 1, 0, or a negative errno. */
-static int nss_answer(pid_t pid) {
-  if (pid < 0)
-    return pid;
-  int status;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR)
-      return -errno;
-  /* getent: 0 found, 2 no such key; anything else is no answer. */
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-    return 1;
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 2)
-    return 0;
-  return -EIO;
-}
-
 /*
  * Whether a host process, a user namespace or the user database already has
  * uid or gid (invariant 20). The kernel's count of a uid's processes (see
@@ -898,10 +834,10 @@ static int nss_answer(pid_t pid) {
  *     process's own (whose map is the identity): a mapped range covers host
  *     ids some process of that namespace can take at any time, even if none
  *     runs as them yet;
- * and the user and group databases (NSS, see nss_ask), which name ids no
- * process holds yet. Returns 1 with `why` (and, in *span, the host ids known to
- * be taken along with it) when the identity is not free, 0 when it is, or a
- * negative errno.
+ * and the user and group databases (NSS, asked of the host: see userdb_fd),
+ * which name ids no process holds yet. Returns 1 with `why` (and, in *span, the
+ * host ids known to be taken along with it) when the identity is not free, 0
+ * when it is, or a negative errno.
  */
 /* The user namespaces whose maps one walk has read: a set of nsfs inode
  * numbers (never 0), open-addressed, with room for every namespace of a
@@ -1010,46 +946,28 @@ static int identity_conflict(uid_t uid, gid_t gid, char* why, size_t size,
   span->first = uid;
   span->count = 1;
   /* The user and group databases: an id that names a user or a group is
-   * someone's, whether or not a process has it now. Both are asked first
-   * and answer while /proc is read: each getent is a program's start
-   * (about 6 ms on a 2-core VM), and the two one after the other were a
-   * third of a launch's own time. The host's service, when there is one,
-   * is asked instead, and answers meanwhile too. */
-  bool host = userdb_fd >= 0;
-  int sent = host ? userdb_ask(uid, gid) : 0;
-  pid_t ask_passwd = host ? -ENOENT : nss_ask("passwd", uid);
-  pid_t ask_group = host ? -ENOENT : nss_ask("group", gid);
+   * someone's, whether or not a process has it now. The host is asked
+   * first, and answers while /proc is read. */
+  int sent = userdb_ask(uid, gid);
   int found = proc_conflict(uid, gid, why, size, span);
-  if (found != 0) {
-    /* Refused (or unreadable) already: the questions are withdrawn. */
-    if (ask_passwd > 0)
-      kill(ask_passwd, SIGKILL);
-    if (ask_group > 0)
-      kill(ask_group, SIGKILL);
-  }
   /* The host's answer is read even then: the next question's answer must
    * not be taken for this one's. An answer that did not come (the deadline
    * passed, the host hung up) or made no sense refuses the launch even
    * when the scan refused this identity already: a late answer would
    * otherwise be read as the next identity's (the review took a uid the
    * user database names that way). */
-  int answer = host ? userdb_answer(sent) : 0;
-  if (host && answer < 0)
+  int answer = userdb_answer(sent);
+  if (answer < 0)
     return answer;
-  int known = host ? answer == 'u' : nss_answer(ask_passwd);
-  int group = host ? answer == 'g' : nss_answer(ask_group);
   if (found != 0)
     return found;
-  if (known == 1)
+  if (answer == 'u')
     snprintf(why, size, "uid %u names a user in the user database",
              (unsigned)uid);
-  if (known == 0) {
-    known = group;
-    if (known == 1)
-      snprintf(why, size, "gid %u names a group in the group database",
-               (unsigned)gid);
-  }
-  return known;
+  if (answer == 'g')
+    snprintf(why, size, "gid %u names a group in the group database",
+             (unsigned)gid);
+  return answer != 0;
 }
 
 /* Takes a host identity no other process holds: the lock byte of each uid
@@ -1378,12 +1296,10 @@ static int become_identity(const char* lock_path, bool fixed,
     return launch_fail("the identity lock is not a root-owned file", lock_path,
                        EPERM);
   char why[512], what[600];
-  if (userdb_fd >= 0)
-    fcntl(userdb_fd, F_SETFD, FD_CLOEXEC);
+  fcntl(userdb_fd, F_SETFD, FD_CLOEXEC);
   int r = take_identity(lock_fd, id_a, fixed ? id_b : id_a, fixed ? 1 : id_b,
                         uid, gid, why, sizeof why);
-  if (userdb_fd >= 0)
-    userdb_hang_up();
+  userdb_hang_up();
   snprintf(what, sizeof what, fixed ? "%s" : "(the last one refused: %s)", why);
   if (r == -EBUSY)
     return launch_fail(fixed ? "the requested identity is in use:"
@@ -1588,7 +1504,7 @@ static int launch_main(int argc, char** argv) {
       (stage_count > 0 && (staging_dir == NULL || !(fixed || ranged))) ||
       (notify_fd >= 0) != (notify_peer_fd >= 0) ||
       (notify_fd >= 0 && (notify_fd < 3 || notify_peer_fd < 3)) ||
-      (userdb_fd >= 0 && !(fixed || ranged)))
+      (userdb_fd >= 0) != (fixed || ranged))
     goto usage;
 
   /* Signals first: as the namespace's pid 1 this process receives from the
